@@ -1,0 +1,21 @@
+"""minitorch_dist: a small deep-learning framework that teaches and runs parallel training.
+
+>>> import minitorch_dist as ms
+>>> x = ms.Tensor([1.0, 2.0], requires_grad=True)
+>>> (x * 3).sum().backward()
+>>> x.grad.asnumpy().tolist()
+[3.0, 3.0]
+"""
+from .backend import Device, get_device, transfer_stats, reset_transfer_stats
+from .backend.dtypes import (float16, float32, float64, int8, uint8, int32, int64, bool_)
+from .context import set_context, get_context, GRAPH_MODE, PYNATIVE_MODE
+from .random import set_seed, get_seed
+from .tensor import Tensor
+from .row_tensor import RowTensor
+from .autograd import no_grad, enable_grad, is_grad_enabled
+from . import ops
+from .gradients import grad, value_and_grad
+from .placement import placement_report, reset_placement_stats
+from .dlpack import from_dlpack
+
+__version__ = "0.1.0"

@@ -1,0 +1,206 @@
+"""The dynamic tape and the reverse-mode engine.
+
+Every differentiable primitive call records a :class:`Node` holding the primitive, the
+context its forward saved, and its input tensors. ``backward`` walks the nodes in reverse
+topological order, calls each primitive's ``backward`` and hands every input the gradient
+fitted to its shape: broadcast axes summed away and the dtype cast back. That fitting lives
+here, once, so a primitive's backward can return the gradient of its broadcast result.
+"""
+import functools
+
+from .row_tensor import RowTensor
+
+_state = {"enabled": True}
+
+
+def is_grad_enabled():
+    return _state["enabled"]
+
+
+class _GradMode:
+    """Context manager and decorator that sets whether operations are recorded."""
+
+    mode = True
+
+    def __enter__(self):
+        self._prev = _state["enabled"]
+        _state["enabled"] = self.mode
+
+    def __exit__(self, *exc):
+        _state["enabled"] = self._prev
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self.__class__():
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class no_grad(_GradMode):
+    """Run without recording a tape (no gradients flow, no memory kept for backward).
+
+    >>> import minitorch_dist as ms
+    >>> x = ms.Tensor([1.0], requires_grad=True)
+    >>> with ms.no_grad():
+    ...     y = x * 2
+    >>> y.requires_grad
+    False
+    """
+    mode = False
+
+
+class enable_grad(_GradMode):
+    mode = True
+
+
+class Node:
+    """One recorded primitive call: what backward needs to send gradients to the inputs."""
+
+    __slots__ = ("prim", "ctx", "inputs", "out_meta")
+
+    def __init__(self, prim, ctx, inputs, out_meta=None):
+        self.prim = prim
+        self.ctx = ctx
+        self.inputs = inputs        # tuple of Tensor or None (for constants)
+        self.out_meta = out_meta    # (shape, dtype) per output for multi-output primitives
+
+    @property
+    def n_outputs(self):
+        return 1 if self.out_meta is None else len(self.out_meta)
+
+
+def unbroadcast(grad, shape):
+    """Sum ``grad`` down to ``shape``, undoing NumPy broadcasting."""
+    if grad.shape == shape:
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra < 0:
+        return grad.reshape(shape)
+    axes = tuple(range(extra)) + tuple(
+        i + extra for i, n in enumerate(shape) if n == 1 and grad.shape[i + extra] != 1)
+    if axes:
+        grad = grad.sum(axis=axes, keepdims=True)
+    if extra:
+        grad = grad.reshape(grad.shape[extra:])
+    return grad
+
+
+def _fit(grad, tensor, prim):
+    """Shape and dtype of ``grad`` made equal to ``tensor``'s; a mismatch is a primitive bug."""
+    if isinstance(grad, RowTensor):
+        if tuple(grad.dense_shape) != tensor.shape:
+            raise RuntimeError(f"{prim.name}: sparse gradient of shape {grad.dense_shape} "
+                               f"for an input of shape {tensor.shape}")
+        return grad
+    if grad.shape != tensor.shape:
+        grad = unbroadcast(grad, tensor.shape)
+        if grad.shape != tensor.shape:
+            raise RuntimeError(f"{prim.name}.backward returned a gradient of shape {grad.shape} "
+                               f"for an input of shape {tensor.shape}")
+    if grad.dtype != tensor.dtype:
+        grad = grad.astype(tensor.dtype)
+    return grad
+
+
+def _accumulate(total, grad):
+    if total is None:
+        return grad
+    if isinstance(total, RowTensor) or isinstance(grad, RowTensor):
+        return RowTensor.add(total, grad)
+    return total + grad
+
+
+def _topological_nodes(roots):
+    """Nodes reachable from ``roots``, each listed after every node that consumes it."""
+    order, seen = [], set()
+    for root in roots:
+        if root.grad_fn is None or root.grad_fn in seen:
+            continue
+        stack = [(root.grad_fn, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if node in seen:
+                continue
+            seen.add(node)
+            stack.append((node, True))
+            for inp in node.inputs:
+                if inp is not None and inp.grad_fn is not None and inp.grad_fn not in seen:
+                    stack.append((inp.grad_fn, False))
+    order.reverse()
+    return order
+
+
+def run_backward(roots, root_grads, targets=None, retain_graph=False):
+    """Back-propagate ``root_grads`` (arrays) from ``roots`` (tensors).
+
+    With ``targets`` (a list of tensors), return their gradients (arrays, RowTensors or None)
+    and leave every ``.grad`` untouched. Without, accumulate into the ``.grad`` of every leaf
+    tensor that requires grad.
+    """
+    from time import perf_counter
+
+    pending = {}   # (node, output index) -> gradient
+    leaves = {}    # id(leaf) -> [leaf, gradient]
+    target_ids = None if targets is None else {id(t) for t in targets}
+
+    def deliver(tensor, grad):
+        node = tensor.grad_fn
+        if node is None or (target_ids is not None and id(tensor) in target_ids):
+            entry = leaves.get(id(tensor))
+            if entry is None:
+                leaves[id(tensor)] = [tensor, grad]
+            else:
+                entry[1] = _accumulate(entry[1], grad)
+            if node is None:
+                return
+        key = (node, tensor._out_index)
+        pending[key] = _accumulate(pending.get(key), grad)
+
+    for root, grad in zip(roots, root_grads):
+        if root.requires_grad:
+            deliver(root, _fit(grad, root, _RootPrim))
+
+    for node in _topological_nodes(roots):
+        if node.ctx is None:
+            raise RuntimeError("trying to backward through the graph a second time; pass "
+                               "retain_graph=True to the first backward if you need to")
+        if node.out_meta is None:
+            grad = pending.pop((node, 0), None)
+            if grad is None:
+                continue
+            out_grads = (grad,)
+        else:
+            out_grads = [pending.pop((node, i), None) for i in range(len(node.out_meta))]
+            if all(g is None for g in out_grads):
+                continue
+            xp = node.ctx.xp
+            out_grads = tuple(xp.zeros(shape, dtype) if g is None else g
+                              for g, (shape, dtype) in zip(out_grads, node.out_meta))
+        prim = node.prim
+        start = perf_counter()
+        in_grads = prim.backward(node.ctx, *out_grads)
+        prim.backward_time += perf_counter() - start
+        if not isinstance(in_grads, tuple):
+            in_grads = (in_grads,)
+        if len(in_grads) != len(node.inputs):
+            raise RuntimeError(f"{prim.name}.backward returned {len(in_grads)} gradients for "
+                               f"{len(node.inputs)} inputs")
+        for tensor, grad in zip(node.inputs, in_grads):
+            if grad is not None and tensor is not None and tensor.requires_grad:
+                deliver(tensor, _fit(grad, tensor, prim))
+        if not retain_graph:
+            node.ctx = None
+
+    if targets is not None:
+        return [leaves[id(t)][1] if id(t) in leaves else None for t in targets]
+    for tensor, grad in leaves.values():
+        tensor._accumulate_grad(grad)
+    return None
+
+
+class _RootPrim:
+    name = "backward"

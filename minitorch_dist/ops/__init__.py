@@ -1,0 +1,25 @@
+"""Primitives: one small class per operation, plus lower-case functional forms.
+
+MindSpore style classes (``ops.MatMul()``, ``ops.ReduceMean(keep_dims=True)``) are callables
+with ``set_device`` and ``shard``; ``ops.matmul(a, b)`` and friends are the functional forms.
+"""
+from .primitive import Primitive, Context
+from .device_copy import DeviceCopy, copy_to
+from .arithmetic import *      # noqa: F401,F403
+from .elementwise import *     # noqa: F401,F403
+from .activation import *      # noqa: F401,F403
+from .reduction import *       # noqa: F401,F403
+from .shape import *           # noqa: F401,F403
+from .indexing import *        # noqa: F401,F403
+from .cast import *            # noqa: F401,F403
+from .matmul import *          # noqa: F401,F403
+from .conv import *            # noqa: F401,F403
+from .pooling import *         # noqa: F401,F403
+from .normalization import *   # noqa: F401,F403
+from .dropout import *         # noqa: F401,F403
+from .embedding import *       # noqa: F401,F403
+from .loss import *            # noqa: F401,F403
+from . import functional
+from .. import tensor as _tensor
+
+_tensor.F = functional

@@ -1,0 +1,153 @@
+"""Binary arithmetic and comparisons with NumPy broadcasting.
+
+Backward returns gradients of the broadcast shape; the engine sums them back down.
+"""
+from .primitive import Primitive
+
+__all__ = ["Add", "Sub", "Mul", "Div", "Pow", "Neg", "Maximum", "Minimum",
+           "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual",
+           "add", "sub", "mul", "div", "pow", "neg", "maximum", "minimum",
+           "equal", "not_equal", "less", "less_equal", "greater", "greater_equal"]
+
+
+class Add(Primitive):
+    def forward(self, ctx, x, y):
+        return x + y
+
+    def backward(self, ctx, g):
+        return g, g
+
+
+class Sub(Primitive):
+    def forward(self, ctx, x, y):
+        return x - y
+
+    def backward(self, ctx, g):
+        return g, (-g if ctx.needs_input_grad[1] else None)
+
+
+class Mul(Primitive):
+    def forward(self, ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return x * y
+
+    def backward(self, ctx, g):
+        x, y = ctx.saved
+        return (g * y if ctx.needs_input_grad[0] else None,
+                g * x if ctx.needs_input_grad[1] else None)
+
+
+class Div(Primitive):
+    def forward(self, ctx, x, y):
+        out = x / y
+        ctx.save_for_backward(y, out)
+        return out
+
+    def backward(self, ctx, g):
+        y, out = ctx.saved
+        gx = g / y
+        return gx, (-gx * out if ctx.needs_input_grad[1] else None)
+
+
+class Pow(Primitive):
+    def forward(self, ctx, x, y):
+        out = x ** y
+        ctx.save_for_backward(x, y, out)
+        return out
+
+    def backward(self, ctx, g):
+        x, y, out = ctx.saved
+        xp = ctx.xp
+        gx = g * y * x ** (y - 1) if ctx.needs_input_grad[0] else None
+        gy = None
+        if ctx.needs_input_grad[1]:
+            # d(x^y)/dy = x^y log x, taken as 0 where x == 0 (the limit for y > 0)
+            safe = xp.where(x > 0, x, 1)
+            gy = g * out * xp.log(safe)
+        return gx, gy
+
+
+class Neg(Primitive):
+    def forward(self, ctx, x):
+        return -x
+
+    def backward(self, ctx, g):
+        return (-g,)
+
+
+class _Select(Primitive):
+    """Maximum/minimum: the gradient goes to the chosen input; ties split it in half."""
+
+    def forward(self, ctx, x, y):
+        out = self.pick(ctx.xp, x, y)
+        ctx.save_for_backward(x, y, out)
+        return out
+
+    def backward(self, ctx, g):
+        x, y, out = ctx.saved
+        wx = (x == out).astype(g.dtype)
+        wy = (y == out).astype(g.dtype)
+        share = wx + wy  # 2 on ties
+        return g * wx / share, g * wy / share
+
+
+class Maximum(_Select):
+    @staticmethod
+    def pick(xp, x, y):
+        return xp.maximum(x, y)
+
+
+class Minimum(_Select):
+    @staticmethod
+    def pick(xp, x, y):
+        return xp.minimum(x, y)
+
+
+class _Compare(Primitive):
+    differentiable = False
+
+
+class Equal(_Compare):
+    def forward(self, ctx, x, y): return x == y
+
+
+class NotEqual(_Compare):
+    def forward(self, ctx, x, y): return x != y
+
+
+class Less(_Compare):
+    def forward(self, ctx, x, y): return x < y
+
+
+class LessEqual(_Compare):
+    def forward(self, ctx, x, y): return x <= y
+
+
+class Greater(_Compare):
+    def forward(self, ctx, x, y): return x > y
+
+
+class GreaterEqual(_Compare):
+    def forward(self, ctx, x, y): return x >= y
+
+
+# Functional forms share one instance per primitive, so they appear once in the placement report.
+_add, _sub, _mul, _div, _pow, _neg = Add(), Sub(), Mul(), Div(), Pow(), Neg()
+_maximum, _minimum = Maximum(), Minimum()
+_eq, _ne, _lt, _le, _gt, _ge = Equal(), NotEqual(), Less(), LessEqual(), Greater(), GreaterEqual()
+
+
+def add(x, y): return _add(x, y)
+def sub(x, y): return _sub(x, y)
+def mul(x, y): return _mul(x, y)
+def div(x, y): return _div(x, y)
+def pow(x, y): return _pow(x, y)  # noqa: A001 - mirrors the operator's name
+def neg(x): return _neg(x)
+def maximum(x, y): return _maximum(x, y)
+def minimum(x, y): return _minimum(x, y)
+def equal(x, y): return _eq(x, y)
+def not_equal(x, y): return _ne(x, y)
+def less(x, y): return _lt(x, y)
+def less_equal(x, y): return _le(x, y)
+def greater(x, y): return _gt(x, y)
+def greater_equal(x, y): return _ge(x, y)

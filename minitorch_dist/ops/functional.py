@@ -1,0 +1,15 @@
+"""Every primitive's functional form in one namespace (what ``Tensor``'s methods call)."""
+from .arithmetic import *      # noqa: F401,F403
+from .elementwise import *     # noqa: F401,F403
+from .activation import *      # noqa: F401,F403
+from .reduction import *       # noqa: F401,F403
+from .shape import *           # noqa: F401,F403
+from .indexing import *        # noqa: F401,F403
+from .cast import *            # noqa: F401,F403
+from .matmul import *          # noqa: F401,F403
+from .conv import *            # noqa: F401,F403
+from .pooling import *         # noqa: F401,F403
+from .normalization import *   # noqa: F401,F403
+from .dropout import *         # noqa: F401,F403
+from .embedding import *       # noqa: F401,F403
+from .loss import *            # noqa: F401,F403

@@ -1,0 +1,96 @@
+"""Matrix products: MatMul (2-D, MindSpore's transpose flags) and BatchMatMul (batched)."""
+from .primitive import Primitive
+
+__all__ = ["MatMul", "BatchMatMul", "matmul", "batch_matmul"]
+
+
+def _t(xp, a, flag):
+    return xp.swapaxes(a, -1, -2) if flag else a
+
+
+class BatchMatMul(Primitive):
+    """``op(a) @ op(b)`` over the last two axes, leading axes broadcast.
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist import ops
+    >>> a = ms.Tensor([[[1.0, 2.0]]]); b = ms.Tensor([[[3.0], [4.0]]])
+    >>> ops.BatchMatMul()(a, b).asnumpy().tolist()
+    [[[11.0]]]
+    """
+
+    min_ndim = 2
+
+    def __init__(self, transpose_a=False, transpose_b=False):
+        self.transpose_a = bool(transpose_a)
+        self.transpose_b = bool(transpose_b)
+
+    def _check(self, a, b):
+        if a.ndim < self.min_ndim or b.ndim < self.min_ndim:
+            raise ValueError(f"{self.name} expects inputs with at least {self.min_ndim} dimensions, "
+                             f"got shapes {a.shape} and {b.shape}")
+        k_a = a.shape[-2] if self.transpose_a else a.shape[-1]
+        k_b = b.shape[-1] if self.transpose_b else b.shape[-2]
+        if k_a != k_b:
+            raise ValueError(f"{self.name}: inner dimensions differ: a{'ᵀ' if self.transpose_a else ''} "
+                             f"of shape {a.shape} and b{'ᵀ' if self.transpose_b else ''} of shape {b.shape} "
+                             f"({k_a} != {k_b})")
+
+    def forward(self, ctx, a, b):
+        self._check(a, b)
+        ctx.save_for_backward(a, b)
+        xp = ctx.xp
+        return xp.matmul(_t(xp, a, self.transpose_a), _t(xp, b, self.transpose_b))
+
+    def backward(self, ctx, g):
+        # C = A'B' with A' = op(A), B' = op(B): dA' = G B'^T, dB' = A'^T G, transposed back if op did.
+        a, b = ctx.saved
+        xp = ctx.xp
+        ta, tb = self.transpose_a, self.transpose_b
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            ga = xp.matmul(_t(xp, b, tb), xp.swapaxes(g, -1, -2)) if ta else xp.matmul(g, _t(xp, b, not tb))
+        if ctx.needs_input_grad[1]:
+            gb = xp.matmul(xp.swapaxes(g, -1, -2), _t(xp, a, ta)) if tb else xp.matmul(_t(xp, a, not ta), g)
+        return ga, gb
+
+
+class MatMul(BatchMatMul):
+    """``op(a) @ op(b)`` for 2-D tensors, with ``transpose_a``/``transpose_b`` flags."""
+
+    def _check(self, a, b):
+        if a.ndim != 2 or b.ndim != 2:
+            raise ValueError(f"{self.name} expects two 2-D tensors, got shapes {a.shape} and {b.shape}; "
+                             "use BatchMatMul for batches")
+        super()._check(a, b)
+
+
+_instances = {}
+
+
+def _cached(cls, transpose_a, transpose_b):
+    key = (cls, bool(transpose_a), bool(transpose_b))
+    if key not in _instances:
+        _instances[key] = cls(transpose_a, transpose_b)
+    return _instances[key]
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False):
+    """Matrix product with NumPy's rules for 1-D operands and broadcast batch axes."""
+    from .shape import expand_dims, squeeze
+    from ..tensor import Tensor
+    a_vec = isinstance(a, Tensor) and a.ndim == 1
+    b_vec = isinstance(b, Tensor) and b.ndim == 1
+    if a_vec:
+        a = expand_dims(a, 0)
+    if b_vec:
+        b = expand_dims(b, -1)
+    out = _cached(BatchMatMul, transpose_a, transpose_b)(a, b)
+    if a_vec:
+        out = squeeze(out, -2)
+    if b_vec:
+        out = squeeze(out, -1)
+    return out
+
+
+def batch_matmul(a, b, transpose_a=False, transpose_b=False):
+    return _cached(BatchMatMul, transpose_a, transpose_b)(a, b)

@@ -1,0 +1,233 @@
+"""The Primitive base class and dispatch: placement, constants, the tape, statistics.
+
+A primitive subclass writes ``forward(ctx, *arrays, **attrs)`` and
+``backward(ctx, *grads)`` once, against ``ctx.xp`` (NumPy or CuPy). Dispatch does the rest:
+it picks the device (the primitive's ``set_device`` target, else where its inputs are),
+copies inputs that live elsewhere through an autograd-aware copy, turns Python numbers into
+arrays of a matching dtype, records a tape node when a gradient is needed, and counts calls,
+time and bytes moved for ``ms.placement_report()``.
+"""
+import itertools
+import weakref
+from time import perf_counter
+
+import numpy as np
+
+from ..autograd import Node, _state as _grad_state
+from ..backend import dtypes, get_device
+from ..backend.device import _ALIASES, VALID_TARGETS
+from ..tensor import Tensor, _host_array
+
+_op_ids = itertools.count(1)
+_ran = weakref.WeakValueDictionary()   # primitives that have run, in order of first call
+
+
+class Context:
+    """What a primitive's forward leaves for its backward.
+
+    ``xp`` is the array module of the device the primitive runs on; ``needs_input_grad[i]``
+    says whether input ``i`` wants a gradient (backward may skip the others: return None).
+    """
+
+    __slots__ = ("xp", "device", "needs_input_grad", "saved", "__dict__")
+
+    def __init__(self, device):
+        self.device = device
+        self.xp = device.xp
+        self.saved = ()
+
+    def save_for_backward(self, *arrays):
+        self.saved = arrays
+
+
+def _check_target(target):
+    if not isinstance(target, str) or target.partition(":")[0].strip().upper() not in _ALIASES:
+        raise ValueError(f"unknown device target {target!r}; valid targets are {list(VALID_TARGETS)}")
+    return target
+
+
+def _check_strategy(strategy, what):
+    if strategy is None:
+        return None
+    ok = isinstance(strategy, (tuple, list)) and all(
+        isinstance(s, (tuple, list)) and all(isinstance(n, int) and n >= 1 for n in s) for s in strategy)
+    if not ok:
+        raise ValueError(f"{what} must be a tuple of tuples of positive split counts, one tuple per "
+                         f"input, e.g. ((2, 1), (1, 4)); got {strategy!r}")
+    return tuple(tuple(s) for s in strategy)
+
+
+class Primitive:
+    """Base class of every operation. Subclasses define ``forward`` and ``backward``.
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist import ops
+    >>> add = ops.Add().set_device("CPU")
+    >>> add(ms.Tensor([1.0, 2.0]), 1.0).asnumpy().tolist()
+    [2.0, 3.0]
+    """
+
+    differentiable = True
+    # Per-instance settings and statistics; class defaults so subclasses need not call super().__init__.
+    _target_spec = None
+    _target_device = None
+    instance_name = None
+    in_strategy = None
+    out_strategy = None
+    calls = 0
+    forward_time = 0.0
+    backward_time = 0.0
+    bytes_in = 0
+    bytes_out = 0
+    device_used = None
+    _op_id = 0
+
+    # ---- to be written by subclasses --------------------------------------------------
+    def forward(self, ctx, *arrays, **attrs):
+        raise NotImplementedError(f"{type(self).__name__}.forward")
+
+    def backward(self, ctx, *grads):
+        raise NotImplementedError(f"{type(self).__name__} has no backward")
+
+    # ---- configuration ----------------------------------------------------------------
+    @property
+    def name(self):
+        if self.instance_name:
+            return self.instance_name
+        if not self._op_id:
+            self._op_id = next(_op_ids)
+        return f"{type(self).__name__}-op{self._op_id}"
+
+    def set_device(self, device_target):
+        """Run this primitive on ``"CPU"`` or ``"GPU"``; returns self for chaining."""
+        self._target_spec = _check_target(device_target)
+        self._target_device = None
+        return self
+
+    @property
+    def primitive_target(self):
+        return self._target_spec
+
+    def add_prim_attr(self, name, value):
+        """MindSpore spelling: ``add_prim_attr("primitive_target", "CPU")`` is ``set_device``."""
+        if name == "primitive_target":
+            return self.set_device(value)
+        setattr(self, name, value)
+        return self
+
+    def shard(self, in_strategy=None, out_strategy=None):
+        """Record an operator-level sharding strategy (split counts per input dimension)."""
+        self.in_strategy = _check_strategy(in_strategy, "in_strategy")
+        self.out_strategy = _check_strategy(out_strategy, "out_strategy")
+        return self
+
+    def __repr__(self):
+        target = f", target={self._target_spec}" if self._target_spec else ""
+        return f"{type(self).__name__}(name={self.name}{target})"
+
+    # ---- dispatch ---------------------------------------------------------------------
+    def __call__(self, *inputs, **attrs):
+        return self.apply(*inputs, **attrs)
+
+    def _device_for(self, inputs):
+        if self._target_spec is not None:
+            if self._target_device is None:
+                self._target_device = get_device(self._target_spec)
+            return self._target_device
+        first = None
+        for x in inputs:
+            if isinstance(x, Tensor):
+                if first is None:
+                    first = x.device
+                elif x.device is not first:
+                    default = get_device(None)
+                    return default if any(isinstance(t, Tensor) and t.device is default
+                                          for t in inputs) else first
+        return first if first is not None else get_device(None)
+
+    def apply(self, *inputs, **attrs):
+        """Run forward on ``inputs`` (tensors, arrays or numbers) and record the tape."""
+        start = perf_counter()
+        device = self._device_for(inputs)
+        tensors = []
+        ref_dtype = None
+        requires = False
+        for x in inputs:
+            if isinstance(x, Tensor):
+                if x.device is not device:
+                    from .device_copy import copy_to
+                    x = copy_to(x, device, owner=self)
+                requires = requires or x.requires_grad
+                if ref_dtype is None:
+                    ref_dtype = x.data.dtype
+            tensors.append(x)
+        arrays = [x.data if isinstance(x, Tensor) else _constant(x, ref_dtype, device)
+                  for x in tensors]
+        grad_on = requires and self.differentiable and _grad_state["enabled"]
+        ctx = Context(device)
+        ctx.needs_input_grad = tuple(grad_on and isinstance(t, Tensor) and t.requires_grad
+                                     for t in tensors)
+        try:
+            out = self.forward(ctx, *arrays, **attrs)
+        except (ValueError, TypeError, IndexError) as err:
+            if str(err).startswith(self.name):
+                raise
+            described = ", ".join(f"{a.dtype}{list(a.shape)}" for a in arrays if hasattr(a, "shape"))
+            raise type(err)(f"{self.name}: {err} (inputs: {described})") from err
+        inputs_for_tape = tuple(t if isinstance(t, Tensor) else None for t in tensors)
+        if isinstance(out, tuple):
+            out = tuple(_as_array(o, device) for o in out)
+            node = Node(self, ctx, inputs_for_tape, tuple((o.shape, o.dtype) for o in out)) \
+                if grad_on else None
+            result = tuple(Tensor._make(o, device, grad_on and o.dtype.kind == "f",
+                                        node if grad_on and o.dtype.kind == "f" else None, i)
+                           for i, o in enumerate(out))
+        else:
+            out = _as_array(out, device)
+            differentiable = grad_on and out.dtype.kind == "f"
+            node = Node(self, ctx, inputs_for_tape) if differentiable else None
+            result = Tensor._make(out, device, differentiable, node, 0)
+        count_call(self, device, perf_counter() - start)
+        return result
+
+
+def count_call(prim, device, seconds):
+    """Add one call to ``prim``'s statistics (and list it in the placement report)."""
+    if not prim.calls:
+        if not prim._op_id:
+            prim._op_id = next(_op_ids)
+        _ran[prim._op_id] = prim
+    prim.calls += 1
+    prim.device_used = device
+    prim.forward_time += seconds
+
+
+def _as_array(out, device):
+    if device.xp is np and type(out) is not np.ndarray:
+        return np.asarray(out)
+    return out
+
+
+def _constant(x, ref_dtype, device):
+    """A Python number, list or array used as a primitive input, as an array on ``device``."""
+    if x is None:
+        return None
+    if isinstance(x, (bool, int, float)):
+        if ref_dtype is None:
+            dtype = dtypes.bool_ if isinstance(x, bool) else dtypes.int64 if isinstance(x, int) \
+                else dtypes.DEFAULT_FLOAT
+        elif isinstance(x, float) and ref_dtype.kind != "f":
+            dtype = dtypes.DEFAULT_FLOAT    # int tensor * 0.5 is a float32 result
+        elif not isinstance(x, bool) and ref_dtype.kind == "b":
+            dtype = dtypes.int64
+        else:
+            dtype = ref_dtype               # Python numbers do not widen a tensor's dtype
+        return device.xp.asarray(x, dtype=dtype)
+    if device.xp is not np and hasattr(x, "__cuda_array_interface__"):
+        return x
+    array = _host_array(x, None)
+    return array if device.is_host else device.copy_from(array, get_device("CPU"))
+
+
+def primitives_that_ran():
+    return list(_ran.values())
