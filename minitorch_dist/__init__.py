@@ -17,5 +17,7 @@ from . import ops
 from .gradients import grad, value_and_grad
 from .placement import placement_report, reset_placement_stats
 from .dlpack import from_dlpack
+from . import nn, common
+from .nn import Parameter, ParameterTuple
 
 __version__ = "0.1.0"

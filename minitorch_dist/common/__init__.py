@@ -1,0 +1,2 @@
+"""MindSpore-compatible ``common`` namespace (initializers)."""
+from . import initializer

@@ -1,0 +1,186 @@
+"""Cell: the building block of networks (MindSpore's name for a module).
+
+A Cell's ``construct`` defines the forward computation and calling the cell runs it.
+Parameters, sub-cells and primitives set as attributes are registered automatically, so
+``trainable_params()`` finds every weight and the placement report names every primitive
+by its attribute path ("layer1.matmul").
+"""
+from collections import OrderedDict
+
+from ..backend import get_device
+from ..ops.primitive import Primitive
+from .parameter import Parameter
+
+
+class Cell:
+    """Base class of layers and networks.
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist import nn, ops
+    >>> class Scale(nn.Cell):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.w = ms.Parameter(ms.Tensor([2.0]))
+    ...         self.mul = ops.Mul()
+    ...     def construct(self, x):
+    ...         return self.mul(x, self.w)
+    >>> net = Scale()
+    >>> net(ms.Tensor([3.0])).asnumpy().tolist(), [p.name for p in net.trainable_params()]
+    ([6.0], ['w'])
+    """
+
+    # Wrappers (WithLossCell, TrainOneStepCell, ...) set this False so the primitives of the
+    # network they wrap keep names relative to that network.
+    _name_scope = True
+
+    def __init__(self, auto_prefix=True, flags=None):
+        object.__setattr__(self, "_params", OrderedDict())
+        object.__setattr__(self, "_cells", OrderedDict())
+        object.__setattr__(self, "_primitives", OrderedDict())
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_pipeline_stage", None)
+
+    # ---- registration -----------------------------------------------------------------
+    def __setattr__(self, name, value):
+        if "_params" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__}.__init__ must call super().__init__() "
+                                 f"before setting attribute {name!r}")
+        for registry in (self._params, self._cells, self._primitives):
+            registry.pop(name, None)
+        if isinstance(value, Parameter):
+            if value.name is None:
+                value.name = name
+            self._params[name] = value
+        elif isinstance(value, Cell):
+            self._cells[name] = value
+            if self._name_scope:
+                _prefix_primitive_names(value, name)
+        elif isinstance(value, Primitive):
+            self._primitives[name] = value
+            if value.instance_name is None:
+                value.instance_name = name
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        for registry in (self._params, self._cells, self._primitives):
+            registry.pop(name, None)
+        object.__delattr__(self, name)
+
+    def insert_param_to_cell(self, name, param):
+        setattr(self, name, param)
+
+    def insert_child_to_cell(self, name, cell):
+        setattr(self, name, cell)
+
+    # ---- running ----------------------------------------------------------------------
+    def construct(self, *inputs, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} must define construct()")
+
+    def __call__(self, *inputs, **kwargs):
+        return self.construct(*inputs, **kwargs)
+
+    def set_train(self, mode=True):
+        """Training mode (dropout active, batch norm uses batch statistics) or not."""
+        for _, cell in self.cells_and_names():
+            object.__setattr__(cell, "training", bool(mode))
+        return self
+
+    def set_grad(self, requires_grad=True):
+        return self  # gradients are recorded on demand; kept for MindSpore compatibility
+
+    # ---- traversal --------------------------------------------------------------------
+    def cells_and_names(self, cells=None, name_prefix=""):
+        """Every cell in the tree (this one first, named "") with its attribute path."""
+        seen = set() if cells is None else cells
+        if id(self) in seen:
+            return
+        seen.add(id(self))
+        yield name_prefix, self
+        for name, cell in self._cells.items():
+            yield from cell.cells_and_names(seen, f"{name_prefix}.{name}" if name_prefix else name)
+
+    def name_cells(self):
+        return OrderedDict(self._cells)
+
+    def cells(self):
+        return list(self._cells.values())
+
+    def parameters_and_names(self, name_prefix="", expand=True):
+        """Unique parameters with their attribute paths; auto-named parameters take the path."""
+        seen = set()
+        cells = self.cells_and_names(name_prefix=name_prefix) if expand else [(name_prefix, self)]
+        for path, cell in cells:
+            for name, param in cell._params.items():
+                if id(param) in seen:
+                    continue
+                seen.add(id(param))
+                full = f"{path}.{name}" if path else name
+                if param._auto_name:
+                    param.name = full
+                yield full, param
+
+    def get_parameters(self, expand=True):
+        for _, param in self.parameters_and_names(expand=expand):
+            yield param
+
+    def trainable_params(self, recurse=True):
+        """Parameters with ``requires_grad``, in registration order."""
+        return [p for p in self.get_parameters(expand=recurse) if p.requires_grad]
+
+    def untrainable_params(self, recurse=True):
+        return [p for p in self.get_parameters(expand=recurse) if not p.requires_grad]
+
+    def parameters_dict(self, recurse=True):
+        return OrderedDict((p.name, p) for p in self.get_parameters(expand=recurse))
+
+    def primitives_and_names(self):
+        for path, cell in self.cells_and_names():
+            for name, prim in cell._primitives.items():
+                yield (f"{path}.{name}" if path else name), prim
+
+    # ---- placement --------------------------------------------------------------------
+    def to(self, device):
+        """Move every parameter of this cell to ``device`` (in place); returns self."""
+        dev = get_device(device)
+        for param in self.get_parameters():
+            if param.device is not dev:
+                param.data = dev.copy_from(param.data, param.device)
+                param.device = dev
+                param.grad = None
+        return self
+
+    @property
+    def pipeline_stage(self):
+        return self._pipeline_stage
+
+    @pipeline_stage.setter
+    def pipeline_stage(self, stage):
+        if not isinstance(stage, int) or stage < 0:
+            raise ValueError(f"pipeline_stage must be a non-negative int, got {stage!r}")
+        object.__setattr__(self, "_pipeline_stage", stage)
+
+    def infer_param_pipeline_stage(self):
+        """Parameters tagged with the stage of the cell that owns them (shared ones get all)."""
+        for _, cell in self.cells_and_names():
+            stage = cell._pipeline_stage
+            if stage is None:
+                continue
+            for _, param in cell.parameters_and_names():
+                param.add_pipeline_stage(stage)
+        return self.trainable_params()
+
+    # ---- display ----------------------------------------------------------------------
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__}<{self.extra_repr()}>"]
+        for name, cell in self._cells.items():
+            child = repr(cell).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {child}")
+        return "\n".join(lines)
+
+
+def _prefix_primitive_names(cell, prefix):
+    for path, prim in cell.primitives_and_names():
+        prim.instance_name = f"{prefix}.{path}"

@@ -1,0 +1,58 @@
+"""Parameter: a trainable tensor with a name, owned by a Cell."""
+from ..backend import get_device
+from ..tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A tensor the optimizer updates. Its name defaults to its attribute path in the network.
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist.common.initializer import initializer
+    >>> w = ms.Parameter(initializer("zeros", [2, 3], ms.float32), name="w")
+    >>> w.name, w.shape, w.requires_grad
+    ('w', (2, 3), True)
+    """
+
+    def __init__(self, default_input, name=None, requires_grad=True, layerwise_parallel=False,
+                 parallel_optimizer=True, device=None):
+        if isinstance(default_input, Tensor):
+            src = default_input.device
+            dev = src if device is None else get_device(device)
+            data = default_input.data.copy() if dev is src else dev.copy_from(default_input.data, src)
+            self.data, self.device = data, dev
+            self.grad, self.grad_fn, self._out_index = None, None, 0
+        else:
+            Tensor.__init__(self, default_input, device=device)
+        if self.dtype.kind != "f" and requires_grad:
+            requires_grad = False   # integer parameters (counters, ids) are never trained
+        self.requires_grad = bool(requires_grad)
+        self.name = name
+        self._auto_name = name is None
+        self.layerwise_parallel = layerwise_parallel
+        self.parallel_optimizer = parallel_optimizer
+        self.pipeline_stages = set()
+
+    def add_pipeline_stage(self, stage):
+        """Mark this parameter as used by pipeline ``stage`` (a shared parameter has several)."""
+        if not isinstance(stage, int) or stage < 0:
+            raise ValueError(f"pipeline stage must be a non-negative int, got {stage!r}")
+        self.pipeline_stages.add(stage)
+
+    def clone(self, name=None):
+        return Parameter(Tensor._make(self.data.copy(), self.device), name or self.name,
+                         self.requires_grad)
+
+    def __repr__(self):
+        return f"Parameter(name={self.name}, shape={self.shape}, dtype={self.dtype}, " \
+               f"requires_grad={self.requires_grad})"
+
+
+class ParameterTuple(tuple):
+    """A tuple of Parameters (MindSpore's container for optimizer and grad weights)."""
+
+    def __new__(cls, params):
+        params = tuple(params)
+        for p in params:
+            if not isinstance(p, Parameter):
+                raise TypeError(f"ParameterTuple holds Parameters, got {type(p).__name__}")
+        return super().__new__(cls, params)
