@@ -1,0 +1,155 @@
+"""The ``Dataset`` base class: chainable pipeline operations and iteration.
+
+A pipeline is a chain of nodes (a source, then ``map``/``batch``/``shuffle``/...), each a
+new ``Dataset`` wrapping its child. Nodes hand data on in one of two forms:
+
+* rows: one tuple of arrays per sample (or per batch after ``batch``); every node can;
+* blocks: one tuple of *stacked* column arrays covering many rows at once. Array-backed
+  sources (MNIST, CIFAR-10, NumPy slices) produce blocks, and ``map`` keeps them as blocks
+  when all its operations can work on a whole stack (``apply_batch``), so transforms cost
+  a few NumPy calls per few thousand samples instead of Python calls per sample.
+
+Every epoch has a key (a tuple of ints: the epoch number, extended by ``repeat``); shuffles
+seed from it, so each epoch reshuffles and every rank shuffles the same way.
+"""
+import numpy as np
+
+BLOCK_ROWS = 2048   # rows per block: big enough to amortise Python, small enough for cache
+
+
+class Dataset:
+    """Base class of every dataset; subclasses describe where rows come from.
+
+    Subclasses implement :meth:`get_col_names`, ``_size()`` and either ``_iter_rows(key)``
+    or (with ``_block_native()`` true) ``_iter_blocks(key)``.
+
+    >>> import numpy as np, minitorch_dist.dataset as ds
+    >>> data = ds.NumpySlicesDataset({"x": np.arange(5)}, shuffle=False).batch(2)
+    >>> [x.asnumpy().tolist() for (x,) in data]
+    [[0, 1], [2, 3], [4]]
+    """
+
+    def __init__(self, children=()):
+        self.children = tuple(children)
+        self._next_epoch = 0
+
+    # ---- what subclasses provide ---------------------------------------------------------
+    def get_col_names(self):
+        """Column names of the rows this dataset yields, in order."""
+        raise NotImplementedError
+
+    def _size(self):
+        raise NotImplementedError
+
+    def _block_native(self):
+        return False
+
+    def _iter_blocks(self, key):
+        raise NotImplementedError(f"{type(self).__name__} does not produce blocks")
+
+    def _iter_rows(self, key):
+        """Rows as tuples of arrays; block producers split their blocks."""
+        for block in self._iter_blocks(key):
+            for i in range(len(block[0])):
+                yield tuple(column[i, ...] for column in block)  # `[i, ...]`: 0-d arrays, not scalars
+
+    # ---- pipeline operations --------------------------------------------------------------
+    def map(self, operations, input_columns=None, output_columns=None, column_order=None,
+            num_parallel_workers=None, python_multiprocessing=False, **unused):
+        """Apply ``operations`` (one callable or a list, in order) to ``input_columns``.
+
+        ``input_columns`` defaults to the first column; ``output_columns`` names the results
+        (default: they replace the input columns). Transforms from ``ds.vision`` and
+        ``ds.transforms`` run on whole blocks of samples at once; other callables run once
+        per sample. ``num_parallel_workers``/``python_multiprocessing`` are accepted for
+        MindSpore compatibility and ignored.
+        """
+        from .operations import MapDataset
+        return MapDataset(self, operations, input_columns, output_columns, column_order)
+
+    def batch(self, batch_size, drop_remainder=False, num_parallel_workers=None, **unused):
+        """Stack ``batch_size`` consecutive rows; the last batch is smaller unless dropped."""
+        from .operations import BatchDataset
+        return BatchDataset(self, batch_size, drop_remainder)
+
+    def shuffle(self, buffer_size):
+        """Shuffle with a buffer of ``buffer_size`` rows (>= the dataset size: a full shuffle)."""
+        from .operations import ShuffleDataset
+        return ShuffleDataset(self, buffer_size)
+
+    def repeat(self, count=None):
+        """Yield the data ``count`` times per epoch (``None`` or -1: forever)."""
+        from .operations import RepeatDataset
+        return RepeatDataset(self, count)
+
+    def take(self, count=-1):
+        """Only the first ``count`` rows (-1: all)."""
+        from .operations import TakeDataset
+        return TakeDataset(self, count)
+
+    # ---- information ----------------------------------------------------------------------
+    def get_dataset_size(self):
+        """Rows (batches after ``batch``) one epoch yields on this shard.
+
+        For an endless ``repeat()`` this is the size of one pass of the repeated data.
+        """
+        return self._size()
+
+    def get_batch_size(self):
+        """The batch size of the last ``batch`` in the pipeline (1 without one)."""
+        for child in self.children:
+            return child.get_batch_size()
+        return 1
+
+    def output_shapes(self):
+        """Shapes of the first row's columns (reads one row)."""
+        return [list(a.shape) for a in self._first_row()]
+
+    def output_types(self):
+        """Dtypes of the first row's columns (reads one row)."""
+        return [a.dtype for a in self._first_row()]
+
+    def _first_row(self):
+        for row in self._iter_rows((0,)):
+            return row
+        raise ValueError(f"{type(self).__name__} is empty: no row to read shapes or types from")
+
+    # ---- iteration --------------------------------------------------------------------------
+    def _reserve_epoch(self):
+        """The next epoch number of this dataset (counted over all its iterators)."""
+        epoch = self._next_epoch
+        self._next_epoch += 1
+        return epoch
+
+    def create_tuple_iterator(self, columns=None, num_epochs=-1, output_numpy=False, do_copy=True):
+        """An iterator yielding each row as a list of Tensors (NumPy arrays if ``output_numpy``).
+
+        Each ``for`` loop over the iterator runs one epoch; after ``num_epochs`` epochs
+        (-1: unlimited) it raises RuntimeError.
+        """
+        from .iterators import TupleIterator
+        return TupleIterator(self, num_epochs, output_numpy, columns)
+
+    def create_dict_iterator(self, num_epochs=-1, output_numpy=False, do_copy=True):
+        """Like :meth:`create_tuple_iterator`, yielding ``{column name: value}`` dicts."""
+        from .iterators import DictIterator
+        return DictIterator(self, num_epochs, output_numpy)
+
+    def __iter__(self):
+        """One epoch of rows as lists of Tensors (each loop starts the next epoch)."""
+        return iter(self.create_tuple_iterator(num_epochs=1))
+
+    def __repr__(self):
+        inner = f"<- {self.children[0]!r}" if self.children else ""
+        return f"{type(self).__name__}(columns={self.get_col_names()}) {inner}".strip()
+
+
+def concat_blocks(blocks):
+    """One block from several (column-wise concatenation)."""
+    if len(blocks) == 1:
+        return blocks[0]
+    return tuple(np.concatenate(columns, axis=0) for columns in zip(*blocks))
+
+
+def block_length(block):
+    return len(block[0]) if block else 0
