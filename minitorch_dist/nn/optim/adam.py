@@ -1,2 +1,126 @@
-"""(being written)"""
-__all__ = []
+"""Adam (L2 weight decay) and AdamWeightDecay / AdamW (decoupled weight decay).
+
+Both follow PyTorch's formulas (bias-corrected moments, ``eps`` added after the bias
+correction of the second moment) and update in place on two reused scratch arrays.
+"""
+import math
+
+from .optimizer import Optimizer, effective_gradient, positive, unit_interval
+
+__all__ = ["Adam", "AdamWeightDecay", "AdamW"]
+
+
+class Adam(Optimizer):
+    """Adam, exactly as ``torch.optim.Adam`` (weight decay is L2, added to the gradient).
+
+    With ``g = grad / loss_scale + weight_decay * p`` and ``t = step + 1``::
+
+        m  = beta1 * m + (1 - beta1) * g
+        v  = beta2 * v + (1 - beta2) * g * g
+        p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
+
+    ``use_nesterov`` uses ``beta1 * m + (1 - beta1) * g`` in place of ``m`` in the last line
+    (MindSpore's Nesterov Adam). ``use_locking`` is accepted for MindSpore compatibility
+    and has no effect. The moments are the state Parameters ``moment1.<param name>`` and
+    ``moment2.<param name>``. ``RowTensor`` gradients are made dense (every row's moments
+    decay, as in MindSpore's ``Adam``; ``LazyAdam`` updates only the touched rows).
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist import nn
+    >>> w = ms.Parameter(ms.Tensor([1.0, -1.0]), name="w")
+    >>> opt = nn.Adam([w], learning_rate=0.1)
+    >>> _ = opt((ms.Tensor([0.5, -3.0]),))
+    >>> [round(x, 4) for x in w.asnumpy().tolist()]     # first Adam step moves by lr * sign(g)
+    [0.9, -0.9]
+    """
+
+    _decoupled_decay = False
+
+    def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
+                 use_locking=False, use_nesterov=False, weight_decay=0.0, loss_scale=1.0):
+        owner = type(self).__name__
+        beta1 = unit_interval(owner, "beta1", beta1)
+        beta2 = unit_interval(owner, "beta2", beta2)
+        eps = positive(owner, "eps", eps)
+        super().__init__(learning_rate, params, weight_decay, loss_scale)
+        self.beta1, self.beta2, self.eps = beta1, beta2, eps
+        self.use_locking = bool(use_locking)
+        self.use_nesterov = bool(use_nesterov)
+        self._add_slots("moment1")
+        self._add_slots("moment2")
+
+    def _apply_one(self, i, param, grad, lr, weight_decay, step, device):
+        xp = device.xp
+        b1, b2 = self.beta1, self.beta2
+        m = self._slot("moment1", i, device)
+        v = self._slot("moment2", i, device)
+        buf, tmp = self._scratch(i, device, param, 2)
+        if self._decoupled_decay:
+            if weight_decay:
+                param *= 1.0 - lr * weight_decay
+            weight_decay = 0.0
+        g = effective_gradient(xp, param, grad, buf, tmp, weight_decay, self._inv_scale)
+        m *= b1
+        xp.multiply(g, 1.0 - b1, out=tmp)
+        m += tmp
+        v *= b2
+        xp.multiply(g, g, out=tmp)
+        tmp *= 1.0 - b2
+        v += tmp
+        t = step + 1
+        step_size = lr / (1.0 - b1 ** t)
+        numerator = m
+        if self.use_nesterov:
+            xp.multiply(g, 1.0 - b1, out=buf)    # g may be buf itself: fine elementwise
+            xp.multiply(m, b1, out=tmp)
+            buf += tmp
+            numerator = buf
+        # m / (sqrt(v) / c + eps) == c * m / (sqrt(v) + eps * c): one pass fewer, same value
+        c = math.sqrt(1.0 - b2 ** t)
+        xp.sqrt(v, out=tmp)
+        tmp += self.eps * c
+        xp.divide(numerator, tmp, out=tmp)
+        tmp *= step_size * c
+        param -= tmp
+
+    def extra_repr(self):
+        return f"{super().extra_repr()}, beta1={self.beta1}, beta2={self.beta2}, eps={self.eps}"
+
+
+class AdamWeightDecay(Adam):
+    """Adam with decoupled weight decay, as ``torch.optim.AdamW``: each step first scales
+    ``p *= 1 - lr * weight_decay``, then applies the Adam update without L2 in the gradient.
+
+    MindSpore's signature and defaults (``eps=1e-6``, ``weight_decay=0.0``); exclude biases
+    and norm scales from decay with parameter groups. State: ``moment1.*`` and ``moment2.*``.
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist import nn
+    >>> w = ms.Parameter(ms.Tensor([2.0]), name="w")
+    >>> opt = nn.AdamWeightDecay([w], learning_rate=0.1, weight_decay=0.5)
+    >>> _ = opt((ms.Tensor([1.0]),))
+    >>> round(float(w.asnumpy()[0]), 4)    # 2 * (1 - 0.1 * 0.5) - 0.1
+    1.8
+    """
+
+    _decoupled_decay = True
+
+    def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-6,
+                 weight_decay=0.0, loss_scale=1.0):
+        super().__init__(params, learning_rate, beta1, beta2, eps, weight_decay=weight_decay,
+                         loss_scale=loss_scale)
+
+
+class AdamW(AdamWeightDecay):
+    """``AdamWeightDecay`` with PyTorch's ``AdamW`` defaults (``eps=1e-8``, ``weight_decay=1e-2``).
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist import nn
+    >>> opt = nn.AdamW([ms.Parameter(ms.Tensor([1.0]), name="w")])
+    >>> opt.eps, opt.weight_decay
+    (1e-08, 0.01)
+    """
+
+    def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
+                 weight_decay=1e-2, loss_scale=1.0):
+        super().__init__(params, learning_rate, beta1, beta2, eps, weight_decay, loss_scale)
