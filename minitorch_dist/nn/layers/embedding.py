@@ -1,2 +1,163 @@
-"""(being written)"""
-__all__ = []
+"""Embedding tables: EmbeddingLookup (host or device table, sparse gradient) and Embedding.
+
+``EmbeddingLookup(target="CPU")`` keeps the table and the lookup primitive on the host:
+only the looked-up rows travel on to the device that runs the rest of the network, and the
+table's gradient comes back as a ``RowTensor`` of those rows (``sparse=True``).
+"""
+import warnings
+
+from ... import ops
+from ...backend import dtypes
+from ...common.initializer import initializer
+from ..cell import Cell
+from ..parameter import Parameter
+from .basic import positive_int
+
+__all__ = ["EmbeddingLookup", "Embedding"]
+
+_TARGETS = ("CPU", "DEVICE")
+_SLICE_MODES = ("batch_slice", "field_slice", "table_row_slice", "table_column_slice")
+
+
+def _check_ids(layer, ids):
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"{layer}: ids must be integer (int32 or int64), got {ids.dtype}")
+
+
+class EmbeddingLookup(Cell):
+    """Rows of ``embedding_table`` (shape ``(vocab_size, embedding_size)``) at the given ids;
+    the output shape is ``ids.shape + (embedding_size,)``.
+
+    * ``target="CPU"``: the table and the lookup live on the host (``set_device("CPU")``);
+      ``"DEVICE"``: both on the context's device. MindSpore requires ``sparse=True`` with "CPU".
+    * ``sparse=True``: the table's gradient is a ``RowTensor`` of the looked-up rows, which
+      optimizers apply to those rows only; ``False`` gives a dense gradient.
+    * ``max_norm``: output rows longer than this are scaled down to it.
+    * ``slice_mode``/``manual_shapes`` are recorded for operator-level sharding.
+      Ids out of range raise IndexError.
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist import nn
+    >>> emb = nn.EmbeddingLookup(10, 4, target="CPU")
+    >>> emb(ms.Tensor([[1, 2, 3]])).shape, emb.embedding_table.name, emb.lookup.primitive_target
+    ((1, 3, 4), 'embedding_table', 'CPU')
+    """
+
+    BATCH_SLICE, FIELD_SLICE, TABLE_ROW_SLICE, TABLE_COLUMN_SLICE = _SLICE_MODES
+
+    def __init__(self, vocab_size, embedding_size, param_init="normal", target="CPU",
+                 slice_mode="batch_slice", manual_shapes=None, max_norm=None, sparse=True,
+                 vocab_cache_size=0, dtype=dtypes.float32):
+        super().__init__()
+        self.vocab_size = positive_int(vocab_size, "EmbeddingLookup", "vocab_size")
+        self.embedding_size = positive_int(embedding_size, "EmbeddingLookup", "embedding_size")
+        target = target.upper() if isinstance(target, str) else target
+        if target not in _TARGETS:
+            raise ValueError(f"EmbeddingLookup: target must be 'CPU' or 'DEVICE', got {target!r}")
+        if target == "CPU" and not sparse:
+            raise ValueError("EmbeddingLookup: target='CPU' needs sparse=True (the host table is "
+                             "updated row by row from a sparse gradient)")
+        if slice_mode not in _SLICE_MODES:
+            raise ValueError(f"EmbeddingLookup: slice_mode must be one of {list(_SLICE_MODES)}, "
+                             f"got {slice_mode!r}")
+        if slice_mode == "field_slice" and manual_shapes is None:
+            raise ValueError("EmbeddingLookup: slice_mode='field_slice' needs manual_shapes "
+                             "(the number of table rows in each slice)")
+        if max_norm is not None and (isinstance(max_norm, bool) or not isinstance(max_norm, (int, float))
+                                     or max_norm <= 0):
+            raise ValueError(f"EmbeddingLookup: max_norm must be a positive number or None, got {max_norm!r}")
+        if isinstance(vocab_cache_size, bool) or not isinstance(vocab_cache_size, int) \
+                or vocab_cache_size < 0:
+            raise ValueError(f"EmbeddingLookup: vocab_cache_size must be a non-negative int, "
+                             f"got {vocab_cache_size!r}")
+        if vocab_cache_size and target == "DEVICE":
+            raise NotImplementedError("EmbeddingLookup: vocab_cache_size > 0 (a device cache of a "
+                                      "parameter-server table) is not supported")
+        if vocab_cache_size:
+            warnings.warn("EmbeddingLookup: vocab_cache_size is ignored with target='CPU'", stacklevel=2)
+        self.target = target
+        self.sparse = bool(sparse)
+        self.slice_mode = slice_mode
+        self.manual_shapes = None if manual_shapes is None else tuple(manual_shapes)
+        self.max_norm = None if max_norm is None else float(max_norm)
+        self.vocab_cache_size = vocab_cache_size
+        table = initializer(param_init, [self.vocab_size, self.embedding_size], dtype)
+        self.embedding_table = Parameter(table, device="CPU" if target == "CPU" else None)
+        self.lookup = ops.EmbeddingLookup(sparse=self.sparse)
+        if target == "CPU":
+            self.lookup.set_device("CPU")
+        if self.max_norm is not None:
+            self.clip = _ClipRows(self.max_norm)
+
+    def construct(self, ids):
+        _check_ids("EmbeddingLookup", ids)
+        out = self.lookup(self.embedding_table, ids)
+        return out if self.max_norm is None else self.clip(out)
+
+    def extra_repr(self):
+        return (f"vocab_size={self.vocab_size}, embedding_size={self.embedding_size}, "
+                f"target={self.target}, sparse={self.sparse}, slice_mode={self.slice_mode}")
+
+
+class _ClipRows(Cell):
+    """Scale each row (last axis) whose L2 norm exceeds ``max_norm`` down to ``max_norm``."""
+
+    def __init__(self, max_norm):
+        super().__init__()
+        self.max_norm = max_norm
+        self.square_sum = ops.ReduceSum(keep_dims=True)
+        self.mul = ops.Mul()
+        self.sqrt = ops.Sqrt()
+        self.maximum = ops.Maximum()
+        self.div = ops.Div()
+
+    def construct(self, x):
+        norm = self.sqrt(self.square_sum(self.mul(x, x), -1))
+        return self.mul(x, self.div(self.max_norm, self.maximum(norm, self.max_norm)))
+
+
+class Embedding(Cell):
+    """A trainable table of ``vocab_size`` vectors; ``embedding(ids)`` has shape
+    ``ids.shape + (embedding_size,)`` and the table's gradient is dense.
+
+    ``embedding_table`` is the initializer (``"normal"`` by default); ``padding_idx``, when
+    given, starts that row at zero. ``use_one_hot=True`` is accepted for compatibility: a
+    one-hot product and a row lookup give the same output and gradient.
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist import nn
+    >>> emb = nn.Embedding(5, 3, padding_idx=0)
+    >>> emb(ms.Tensor([0, 4])).asnumpy()[0].tolist(), emb.embedding_table.shape
+    ([0.0, 0.0, 0.0], (5, 3))
+    """
+
+    def __init__(self, vocab_size, embedding_size, use_one_hot=False, embedding_table="normal",
+                 dtype=dtypes.int32, padding_idx=None):
+        super().__init__()
+        self.vocab_size = positive_int(vocab_size, "Embedding", "vocab_size")
+        self.embedding_size = positive_int(embedding_size, "Embedding", "embedding_size")
+        if dtypes.to_dtype(dtype).kind not in "iu":
+            raise TypeError(f"Embedding: dtype is the ids' dtype and must be an integer type, got {dtype}")
+        if padding_idx is not None and (isinstance(padding_idx, bool) or not isinstance(padding_idx, int)
+                                        or not 0 <= padding_idx < self.vocab_size):
+            raise ValueError(f"Embedding: padding_idx must be None or an int in [0, {self.vocab_size}), "
+                             f"got {padding_idx!r}")
+        self.use_one_hot = bool(use_one_hot)
+        self.dtype = dtype
+        self.padding_idx = padding_idx
+        table = initializer(embedding_table, [self.vocab_size, self.embedding_size], dtypes.float32)
+        self.embedding_table = Parameter(table)
+        if padding_idx is not None:
+            self.embedding_table.data[padding_idx] = 0
+        self.gather = ops.Gather()
+
+    def construct(self, ids):
+        _check_ids("Embedding", ids)
+        if ids.size and int(ids.data.min()) < 0:   # Gather would count negative ids from the end
+            raise IndexError(f"Embedding: id {int(ids.data.min())} is out of range for a table of "
+                             f"{self.vocab_size} rows (ids must lie in [0, {self.vocab_size}))")
+        return self.gather(self.embedding_table, ids, 0)
+
+    def extra_repr(self):
+        return (f"vocab_size={self.vocab_size}, embedding_size={self.embedding_size}, "
+                f"use_one_hot={self.use_one_hot}, padding_idx={self.padding_idx}")
