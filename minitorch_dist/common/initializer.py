@@ -144,9 +144,11 @@ _BY_NAME = {
 }
 
 
-def initializer(init, shape=None, dtype=dtypes.float32):
+def initializer(init, shape=None, dtype=dtypes.float32, device=None):
     """A Tensor of ``shape`` filled by ``init``: a name ("normal" is N(0, 0.01²)), an
     ``Initializer``, a number, or a Tensor/array (returned as is after a shape check).
+    ``device`` (default: the context's ``device_target``) is where the tensor is created, so a
+    host-resident table never has to fit on the accelerator.
 
     >>> import minitorch_dist as ms
     >>> initializer("ones", [2], ms.float32).asnumpy().tolist()
@@ -154,7 +156,7 @@ def initializer(init, shape=None, dtype=dtypes.float32):
     """
     dtype = dtypes.to_dtype(dtype)
     if isinstance(init, (Tensor, np.ndarray)):
-        t = init if isinstance(init, Tensor) else Tensor(init, dtype=dtype)
+        t = init if isinstance(init, Tensor) else Tensor(init, dtype=dtype, device=device)
         if shape is not None and tuple(t.shape) != tuple(shape):
             raise ValueError(f"initializer: the given tensor has shape {t.shape}, expected {tuple(shape)}")
         return t
@@ -174,4 +176,4 @@ def initializer(init, shape=None, dtype=dtypes.float32):
         raise TypeError(f"initializer expects a name, an Initializer, a number or a Tensor, got {init!r}")
     elif not isinstance(init, Initializer):
         init = Constant(init)
-    return Tensor(init(shape, dtype))
+    return Tensor(init(shape, dtype), device=device)

@@ -97,7 +97,11 @@ class Cell:
         seen.add(id(self))
         yield name_prefix, self
         for name, cell in self._cells.items():
-            yield from cell.cells_and_names(seen, f"{name_prefix}.{name}" if name_prefix else name)
+            if not self._name_scope:    # wrappers do not add their attribute names to paths
+                child = name_prefix
+            else:
+                child = f"{name_prefix}.{name}" if name_prefix else name
+            yield from cell.cells_and_names(seen, child)
 
     def name_cells(self):
         return OrderedDict(self._cells)

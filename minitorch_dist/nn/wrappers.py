@@ -18,22 +18,6 @@ class _WrapperCell(Cell):
 
     _name_scope = False
 
-    def parameters_and_names(self, name_prefix="", expand=True):
-        seen = set()
-        for name, param in self._params.items():
-            seen.add(id(param))
-            full = f"{name_prefix}.{name}" if name_prefix else name
-            if param._auto_name:
-                param.name = full
-            yield full, param
-        if not expand:
-            return
-        for cell in self._cells.values():
-            for full, param in cell.parameters_and_names(name_prefix=name_prefix):
-                if id(param) not in seen:
-                    seen.add(id(param))
-                    yield full, param
-
 
 class WithLossCell(_WrapperCell):
     """``loss_fn(backbone(data), label)``: the network with its loss, ready for training.

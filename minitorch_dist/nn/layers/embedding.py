@@ -81,8 +81,9 @@ class EmbeddingLookup(Cell):
         self.manual_shapes = None if manual_shapes is None else tuple(manual_shapes)
         self.max_norm = None if max_norm is None else float(max_norm)
         self.vocab_cache_size = vocab_cache_size
-        table = initializer(param_init, [self.vocab_size, self.embedding_size], dtype)
-        self.embedding_table = Parameter(table, device="CPU" if target == "CPU" else None)
+        home = "CPU" if target == "CPU" else None
+        table = initializer(param_init, [self.vocab_size, self.embedding_size], dtype, device=home)
+        self.embedding_table = Parameter(table, device=home)
         self.lookup = ops.EmbeddingLookup(sparse=self.sparse)
         if target == "CPU":
             self.lookup.set_device("CPU")
