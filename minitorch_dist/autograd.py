@@ -76,7 +76,9 @@ def unbroadcast(grad, shape):
         return grad
     extra = grad.ndim - len(shape)
     if extra < 0:
-        return grad.reshape(shape)
+        # fewer axes than the input: only a size-preserving reshape is a fit; anything else is
+        # left as is so that the caller reports the primitive that produced it
+        return grad.reshape(shape) if grad.size == _size(shape) else grad
     axes = tuple(range(extra)) + tuple(
         i + extra for i, n in enumerate(shape) if n == 1 and grad.shape[i + extra] != 1)
     if axes:
@@ -86,6 +88,13 @@ def unbroadcast(grad, shape):
     return grad
 
 
+def _size(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
 def _fit(grad, tensor, prim):
     """Shape and dtype of ``grad`` made equal to ``tensor``'s; a mismatch is a primitive bug."""
     if isinstance(grad, RowTensor):
@@ -93,6 +102,9 @@ def _fit(grad, tensor, prim):
             raise RuntimeError(f"{prim.name}: sparse gradient of shape {grad.dense_shape} "
                                f"for an input of shape {tensor.shape}")
         return grad
+    xp = tensor.device.xp
+    if not isinstance(grad, xp.ndarray):
+        grad = xp.asarray(grad)   # NumPy turns 0-d results into scalars; gradients stay arrays
     if grad.shape != tensor.shape:
         grad = unbroadcast(grad, tensor.shape)
         if grad.shape != tensor.shape:
@@ -172,13 +184,16 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False):
             grad = pending.pop((node, 0), None)
             if grad is None:
                 continue
+            if not isinstance(grad, (node.ctx.xp.ndarray, RowTensor)):
+                grad = node.ctx.xp.asarray(grad)   # a sum of 0-d arrays is a NumPy scalar
             out_grads = (grad,)
         else:
             out_grads = [pending.pop((node, i), None) for i in range(len(node.out_meta))]
             if all(g is None for g in out_grads):
                 continue
             xp = node.ctx.xp
-            out_grads = tuple(xp.zeros(shape, dtype) if g is None else g
+            out_grads = tuple(xp.zeros(shape, dtype) if g is None else
+                              g if isinstance(g, (xp.ndarray, RowTensor)) else xp.asarray(g)
                               for g, (shape, dtype) in zip(out_grads, node.out_meta))
         prim = node.prim
         start = perf_counter()
@@ -195,11 +210,33 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False):
         if not retain_graph:
             node.ctx = None
 
+    # The gradients handed out must own their memory: optimizers and reducers update them in
+    # place, and Add's backward (for one) gives the same array to both of its inputs.
+    claimed = {id(_memory_owner(g)): g for g in root_grads if not isinstance(g, RowTensor)}
+    for entry in leaves.values():
+        entry[1] = _own(entry[1], claimed, entry[0].device.xp)
     if targets is not None:
         return [leaves[id(t)][1] if id(t) in leaves else None for t in targets]
     for tensor, grad in leaves.values():
         tensor._accumulate_grad(grad)
     return None
+
+
+def _memory_owner(array):
+    return array if array.base is None else array.base
+
+
+def _own(grad, claimed, xp):
+    """``grad``, or a copy of it when its memory is already handed out or it is read-only."""
+    if isinstance(grad, RowTensor):
+        return grad
+    if not isinstance(grad, xp.ndarray):
+        return xp.array(grad)      # a NumPy scalar (from 0-d arithmetic) becomes a fresh array
+    owner = _memory_owner(grad)
+    if id(owner) in claimed or not getattr(grad.flags, "writeable", True):
+        return grad.copy()
+    claimed[id(owner)] = owner   # keeps owner alive, so its id cannot be reused meanwhile
+    return grad
 
 
 class _RootPrim:

@@ -1,7 +1,7 @@
 """DLPack interop: share memory with NumPy, CuPy and PyTorch without copies."""
 import numpy as np
 
-from .backend import get_device
+from .backend import dtypes, get_device
 from .tensor import Tensor
 
 _DLPACK_CPU, _DLPACK_CUDA = 1, 2
@@ -31,4 +31,7 @@ def from_dlpack(obj):
         data = device.xp.from_dlpack(obj)
     else:
         raise ValueError(f"from_dlpack supports CPU and CUDA memory, got DLPack device type {kind}")
+    if data.dtype not in dtypes.SUPPORTED:
+        raise TypeError(f"from_dlpack got dtype {data.dtype}, which is not supported; expected one of "
+                        f"{[str(d) for d in dtypes.SUPPORTED]}")
     return Tensor._make(data, device)

@@ -32,6 +32,15 @@ def _as_tensor_grad(g, like):
     return g if isinstance(g, RowTensor) else Tensor._make(g, like.device)
 
 
+def _detached(out):
+    """The outputs as plain values: a returned loss must not keep the step's graph alive."""
+    if isinstance(out, Tensor):
+        return Tensor._make(out.data, out.device)
+    if type(out) in (tuple, list):    # plain containers only (a namedtuple is passed through)
+        return type(out)(_detached(o) for o in out)
+    return out
+
+
 def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
     """Wrap ``fn`` so that it returns ``(outputs, gradients)``.
 
@@ -91,7 +100,7 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
             result = input_grads
         else:
             result = (input_grads, weight_grads)
-        return out, result
+        return _detached(out), result
 
     return wrapper
 

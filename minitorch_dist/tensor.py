@@ -15,8 +15,8 @@ def _host_array(data, dtype):
     """A NumPy array for ``data`` (nested lists, scalars or arrays) with a supported dtype."""
     if dtype is not None:
         dtype = dtypes.to_dtype(dtype)
-    if isinstance(data, np.ndarray):
-        array = data
+    if isinstance(data, (np.ndarray, np.generic)):
+        array = np.asarray(data)   # NumPy arrays and scalars (np.float64(1.0)) keep their dtype
     else:
         try:
             array = np.array(data)
@@ -52,9 +52,11 @@ class Tensor:
     def __init__(self, input_data=None, dtype=None, device=None, requires_grad=False):
         dev = get_device(device)
         if isinstance(input_data, Tensor):
-            array = input_data.device.host_array(input_data.data)
-            array = array.astype(dtypes.to_dtype(dtype)) if dtype is not None else array.copy()
-            data = array if dev.is_host else dev.copy_from(array, get_device("CPU"))
+            src = input_data.device
+            # one copy, made by the device layer when it crosses devices so that it is counted
+            data = input_data.data.copy() if src is dev else dev.copy_from(input_data.data, src)
+            if dtype is not None:
+                data = data.astype(dtypes.to_dtype(dtype), copy=False)
         elif input_data is None:
             raise ValueError("Tensor needs input_data: an array, a nested list or a number")
         elif not isinstance(input_data, np.ndarray) and hasattr(input_data, "__cuda_array_interface__"):
@@ -117,6 +119,11 @@ class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
     def __repr__(self):
         body = np.array2string(self.asnumpy(), separator=", ", prefix="Tensor(")
         extra = "" if self.device.is_host else f", device={self.device.name}"
@@ -129,6 +136,18 @@ class Tensor:
         if self.size != 1:
             raise ValueError(f"the truth value of a tensor with {self.size} elements is ambiguous")
         return bool(self.item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __format__(self, spec):
+        """``f"{loss:.4f}"`` formats a one-element tensor as its number."""
+        if spec and self.size == 1:
+            return format(self.item(), spec)
+        return format(str(self), spec)
 
     # ---- conversion and movement ------------------------------------------------------
     def asnumpy(self):
@@ -212,7 +231,10 @@ class Tensor:
             total = RowTensor.add(old, grad)
             self.grad = total if isinstance(total, RowTensor) else Tensor._make(total, self.device)
         else:
-            self.grad = Tensor._make(self.grad.data + grad, self.device)
+            total = self.grad.data + grad
+            if total.ndim == 0:
+                total = self.device.xp.asarray(total)   # 0-d sums are NumPy scalars
+            self.grad = Tensor._make(total, self.device)
 
     def zero_grad(self):
         self.grad = None

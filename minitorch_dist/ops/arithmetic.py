@@ -1,7 +1,13 @@
 """Binary arithmetic and comparisons with NumPy broadcasting.
 
 Backward returns gradients of the broadcast shape; the engine sums them back down.
+
+Dtypes follow NumPy, except where an integer (or bool) operand meets a floating one: then
+the result keeps the floating operand's dtype, as in PyTorch and MindSpore, so
+``int_tensor * 0.5`` is float32 rather than NumPy's float64. Dividing two integer tensors
+gives float32 for the same reason.
 """
+from ..backend.dtypes import DEFAULT_FLOAT
 from .primitive import Primitive
 
 __all__ = ["Add", "Sub", "Mul", "Div", "Pow", "Neg", "Maximum", "Minimum",
@@ -10,8 +16,19 @@ __all__ = ["Add", "Sub", "Mul", "Div", "Pow", "Neg", "Maximum", "Minimum",
            "equal", "not_equal", "less", "less_equal", "greater", "greater_equal"]
 
 
+def _float_wins(x, y):
+    """Cast an integer/bool operand to the dtype of a floating one (no-op when kinds agree)."""
+    if x is None or y is None:
+        raise TypeError("expected tensors or numbers as operands, got None")
+    fx, fy = x.dtype.kind == "f", y.dtype.kind == "f"
+    if fx == fy:
+        return x, y
+    return (x, y.astype(x.dtype)) if fx else (x.astype(y.dtype), y)
+
+
 class Add(Primitive):
     def forward(self, ctx, x, y):
+        x, y = _float_wins(x, y)
         return x + y
 
     def backward(self, ctx, g):
@@ -20,6 +37,7 @@ class Add(Primitive):
 
 class Sub(Primitive):
     def forward(self, ctx, x, y):
+        x, y = _float_wins(x, y)
         return x - y
 
     def backward(self, ctx, g):
@@ -28,6 +46,7 @@ class Sub(Primitive):
 
 class Mul(Primitive):
     def forward(self, ctx, x, y):
+        x, y = _float_wins(x, y)
         ctx.save_for_backward(x, y)
         return x * y
 
@@ -39,6 +58,9 @@ class Mul(Primitive):
 
 class Div(Primitive):
     def forward(self, ctx, x, y):
+        if x.dtype.kind != "f" and y.dtype.kind != "f":
+            x = x.astype(DEFAULT_FLOAT)   # true division of integers is float32, not float64
+        x, y = _float_wins(x, y)
         out = x / y
         ctx.save_for_backward(y, out)
         return out
@@ -51,6 +73,7 @@ class Div(Primitive):
 
 class Pow(Primitive):
     def forward(self, ctx, x, y):
+        x, y = _float_wins(x, y)
         out = x ** y
         ctx.save_for_backward(x, y, out)
         return out
@@ -79,6 +102,7 @@ class _Select(Primitive):
     """Maximum/minimum: the gradient goes to the chosen input; ties split it in half."""
 
     def forward(self, ctx, x, y):
+        x, y = _float_wins(x, y)
         out = self.pick(ctx.xp, x, y)
         ctx.save_for_backward(x, y, out)
         return out

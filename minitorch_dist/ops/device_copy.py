@@ -2,6 +2,7 @@
 from time import perf_counter
 
 from ..autograd import Node, is_grad_enabled
+from ..row_tensor import RowTensor
 from ..tensor import Tensor
 from .primitive import Primitive, Context, count_call
 
@@ -14,6 +15,13 @@ class DeviceCopy(Primitive):
     """
 
     def backward(self, ctx, grad):
+        if isinstance(grad, RowTensor):
+            # a sparse gradient travels as its rows: indices and values, never the dense table
+            indices = ctx.src.copy_from(grad.indices.data, ctx.device)
+            values = ctx.src.copy_from(grad.values.data, ctx.device)
+            ctx.owner.bytes_out += indices.nbytes + values.nbytes
+            return (RowTensor(Tensor._make(indices, ctx.src), Tensor._make(values, ctx.src),
+                              grad.dense_shape),)
         back = ctx.src.copy_from(grad, ctx.device)
         ctx.owner.bytes_out += back.nbytes
         return (back,)

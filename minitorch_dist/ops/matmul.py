@@ -34,6 +34,10 @@ class BatchMatMul(Primitive):
             raise ValueError(f"{self.name}: inner dimensions differ: a{'ᵀ' if self.transpose_a else ''} "
                              f"of shape {a.shape} and b{'ᵀ' if self.transpose_b else ''} of shape {b.shape} "
                              f"({k_a} != {k_b})")
+        for n_a, n_b in zip(reversed(a.shape[:-2]), reversed(b.shape[:-2])):
+            if n_a != n_b and n_a != 1 and n_b != 1:
+                raise ValueError(f"{self.name}: batch dimensions {a.shape[:-2]} and {b.shape[:-2]} do not "
+                                 f"broadcast (a of shape {a.shape}, b of shape {b.shape})")
 
     def forward(self, ctx, a, b):
         self._check(a, b)
@@ -78,13 +82,21 @@ def matmul(a, b, transpose_a=False, transpose_b=False):
     """Matrix product with NumPy's rules for 1-D operands and broadcast batch axes."""
     from .shape import expand_dims, squeeze
     from ..tensor import Tensor
+    prim = _cached(BatchMatMul, transpose_a, transpose_b)
     a_vec = isinstance(a, Tensor) and a.ndim == 1
     b_vec = isinstance(b, Tensor) and b.ndim == 1
-    if a_vec:
-        a = expand_dims(a, 0)
+    if a_vec or b_vec:
+        # checked here so that the error shows the caller's shapes, not the expanded ones
+        k_a = a.shape[0] if a_vec else a.shape[-2 if transpose_a else -1]
+        k_b = b.shape[0] if b_vec else b.shape[-1 if transpose_b else -2]
+        if k_a != k_b:
+            raise ValueError(f"{prim.name}: inner dimensions differ: a of shape {a.shape} and b of "
+                             f"shape {b.shape} ({k_a} != {k_b})")
+    if a_vec:   # a vector is a row of op(a), whatever the transpose flag says
+        a = expand_dims(a, -1 if transpose_a else 0)
     if b_vec:
-        b = expand_dims(b, -1)
-    out = _cached(BatchMatMul, transpose_a, transpose_b)(a, b)
+        b = expand_dims(b, 0 if transpose_b else -1)
+    out = prim(a, b)
     if a_vec:
         out = squeeze(out, -2)
     if b_vec:

@@ -173,7 +173,7 @@ class Primitive:
             if str(err).startswith(self.name):
                 raise
             described = ", ".join(f"{a.dtype}{list(a.shape)}" for a in arrays if hasattr(a, "shape"))
-            raise type(err)(f"{self.name}: {err} (inputs: {described})") from err
+            raise _same_kind_error(err, f"{self.name}: {err} (inputs: {described})") from err
         inputs_for_tape = tuple(t if isinstance(t, Tensor) else None for t in tensors)
         if isinstance(out, tuple):
             out = tuple(_as_array(o, device) for o in out)
@@ -189,6 +189,18 @@ class Primitive:
             result = Tensor._make(out, device, differentiable, node, 0)
         count_call(self, device, perf_counter() - start)
         return result
+
+
+def _same_kind_error(err, message):
+    """``err``'s class with a new message; its base class when that class cannot take one
+    (NumPy's ``_UFuncNoLoopError`` wants the ufunc and dtypes, not a message)."""
+    try:
+        return type(err)(message)
+    except Exception:
+        for base in (ValueError, TypeError, IndexError):
+            if isinstance(err, base):
+                return base(message)
+        raise
 
 
 def count_call(prim, device, seconds):

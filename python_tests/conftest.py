@@ -1,0 +1,72 @@
+"""Shared pytest fixtures for the minitorch_dist test suite.
+
+* every test starts and ends with ``device_target="CPU"`` (a test that switches the default
+  device cannot leak it into the next one);
+* ``virtual_gpu`` turns on the emulated GPU (``MINITORCH_DIST_VIRTUAL_GPU=1``) for one test
+  and zeroes the transfer and placement counters, so byte counts can be asserted exactly;
+* ``no_gpu`` makes sure neither a real nor a virtual GPU is visible;
+* Hypothesis runs without deadlines and derandomized, so the suite is deterministic.
+"""
+import os
+import sys
+
+import pytest
+
+# `python -m pytest` from the repository root finds the package; plain `pytest` may not.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import minitorch_dist as ms  # noqa: E402
+from minitorch_dist.backend import cupy_or_none  # noqa: E402
+
+try:
+    from hypothesis import settings
+except ImportError:  # hypothesis is a test extra; tests that need it import-skip
+    settings = None
+
+if settings is not None:
+    settings.register_profile("minitorch", deadline=None, derandomize=True, database=None,
+                              print_blob=True)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "minitorch"))
+
+
+@pytest.fixture(autouse=True)
+def _reset_device_target():
+    """Every test starts, and leaves the process, with new tensors created on the CPU."""
+    ms.set_context(device_target="CPU")
+    yield
+    ms.set_context(device_target="CPU")
+
+
+@pytest.fixture
+def virtual_gpu(monkeypatch):
+    """The emulated GPU for this test, with transfer and placement counters zeroed.
+
+    Returns the ``Device`` for "GPU"; the environment variable is restored afterwards.
+    """
+    monkeypatch.setenv("MINITORCH_DIST_VIRTUAL_GPU", "1")
+    ms.reset_transfer_stats()
+    ms.reset_placement_stats()
+    device = ms.get_device("GPU")
+    assert device.virtual
+    yield device
+    ms.set_context(device_target="CPU")
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """No GPU at all: the virtual GPU is off; skipped where CuPy sees a real device."""
+    monkeypatch.delenv("MINITORCH_DIST_VIRTUAL_GPU", raising=False)
+    if cupy_or_none() is not None:
+        pytest.skip("a real GPU is present, so 'GPU' is available")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip tests marked ``gpu`` unless CuPy sees a CUDA device."""
+    if cupy_or_none() is not None:
+        return
+    skip = pytest.mark.skip(reason="needs CuPy and a CUDA GPU")
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            item.add_marker(skip)
