@@ -7,7 +7,7 @@
 [3.0, 3.0]
 """
 from .backend import Device, get_device, transfer_stats, reset_transfer_stats
-from .backend.dtypes import (float16, float32, float64, int8, uint8, int32, int64, bool_)
+from .backend.dtypes import (float16, float32, float64, int8, uint8, int32, uint32, int64, bool_)
 from .context import set_context, get_context, GRAPH_MODE, PYNATIVE_MODE
 from .random import set_seed, get_seed
 from .tensor import Tensor
@@ -17,7 +17,7 @@ from . import ops
 from .gradients import grad, value_and_grad
 from .placement import placement_report, reset_placement_stats
 from .dlpack import from_dlpack
-from . import nn, common
+from . import nn, common, dataset
 from .nn import Parameter, ParameterTuple
 
 __version__ = "0.1.0"

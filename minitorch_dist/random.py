@@ -10,7 +10,7 @@ def set_seed(seed):
     >>> import minitorch_dist as ms
     >>> ms.set_seed(1)
     """
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     _state["seed"] = int(seed)
     _state["rng"] = np.random.default_rng(int(seed))

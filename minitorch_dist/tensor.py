@@ -130,6 +130,10 @@ class Tensor:
         grad = ", requires_grad=True" if self.requires_grad else ""
         return f"Tensor({body}, dtype={self.dtype}{extra}{grad})"
 
+    def __str__(self):
+        """The values alone, as MindSpore prints them ("loss is %s" % loss shows 2.3025851)."""
+        return str(self.asnumpy())
+
     __hash__ = object.__hash__  # == is elementwise, identity stays the hash
 
     def __bool__(self):

@@ -141,7 +141,7 @@ def test_from_dlpack_input():
     with pytest.raises(TypeError, match="__dlpack__"):
         ms.from_dlpack("not an array")
     with pytest.raises(TypeError, match="not supported"):
-        ms.from_dlpack(np.zeros(1, np.uint32))
+        ms.from_dlpack(np.zeros(1, np.uint16))
 
 
 # ---- devices --------------------------------------------------------------------------------

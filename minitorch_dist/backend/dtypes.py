@@ -10,11 +10,12 @@ float32 = np.dtype("float32")
 float64 = np.dtype("float64")
 int8 = np.dtype("int8")
 uint8 = np.dtype("uint8")
+uint32 = np.dtype("uint32")
 int32 = np.dtype("int32")
 int64 = np.dtype("int64")
 bool_ = np.dtype("bool")
 
-SUPPORTED = (float16, float32, float64, int8, uint8, int32, int64, bool_)
+SUPPORTED = (float16, float32, float64, int8, uint8, int32, uint32, int64, bool_)
 FLOATS = (float16, float32, float64)
 DEFAULT_FLOAT = float32
 
