@@ -19,5 +19,7 @@ from .placement import placement_report, reset_placement_stats
 from .dlpack import from_dlpack
 from . import nn, common, dataset
 from .nn import Parameter, ParameterTuple
+from . import train
+from .train import (Model, save_checkpoint, load_checkpoint, load_param_into_net)
 
 __version__ = "0.1.0"

@@ -1,0 +1,468 @@
+"""Checkpoints: save a network's parameters to a file and load them back.
+
+The file format (version 1) is a ZIP archive of uncompressed members, so ``numpy.load``
+opens it like an ``.npz``:
+
+* ``<name>.npy``: one NumPy ``.npy`` array per tensor, named after the parameter
+  (``fc1.weight.npy``; a name that cannot be a ZIP member name gets ``__entry_<i>__.npy``);
+* ``__checkpoint__.json``: the manifest, ``{"format": "minitorch_dist.checkpoint",
+  "version": 1, "entries": [...]}`` with, per entry, the exact name, member, dtype, shape,
+  ``requires_grad`` and the CRC-32 of the array's bytes (C order), checked on load.
+  String values from ``append_dict`` are stored in the manifest itself.
+
+Writing is atomic: the archive goes to a temporary file in the same directory, is flushed
+and fsynced, then renamed over the final name with ``os.replace``. A crash or an error in
+the middle leaves the previous file untouched and no temporary file behind. Loading never
+unpickles anything (``allow_pickle=False``).
+"""
+import json
+import os
+import threading
+import uuid
+import zipfile
+import zlib
+from collections import OrderedDict
+
+import numpy as np
+
+from ..backend import dtypes, get_device
+from ..nn.cell import Cell
+from ..nn.parameter import Parameter
+from ..tensor import Tensor
+
+__all__ = ["save_checkpoint", "load_checkpoint", "load_param_into_net", "wait_async_saves",
+           "checkpoint_entries"]
+
+FORMAT = "minitorch_dist.checkpoint"
+VERSION = 1
+MANIFEST = "__checkpoint__.json"
+
+
+# ---- saving ---------------------------------------------------------------------------------
+def save_checkpoint(save_obj, ckpt_file_name, integrated_save=True, async_save=False,
+                    append_dict=None, choice_func=None):
+    """Save ``save_obj`` to ``ckpt_file_name`` (".ckpt" is appended when missing).
+
+    ``save_obj`` is a Cell (every parameter, trainable or not: a ``TrainOneStepCell`` brings
+    its optimizer's step counter and moments), a list of ``{"name": str, "data": Tensor}``
+    dicts, a list of Parameters, or a ``{name: Tensor}`` dict. ``append_dict`` adds extra
+    values (numbers, strings, Tensors), e.g. ``{"epoch_num": 3}``. ``choice_func(name)``
+    returning False leaves a parameter out. ``async_save=True`` copies the values to host
+    now and writes the file in a background thread (see :func:`wait_async_saves`).
+    ``integrated_save`` is accepted for MindSpore compatibility: parameters are always
+    whole on each process here.
+
+    >>> import os, tempfile
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist import nn
+    >>> from minitorch_dist.train import save_checkpoint, load_checkpoint
+    >>> path = os.path.join(tempfile.mkdtemp(), "dense.ckpt")
+    >>> save_checkpoint(nn.Dense(3, 2), path)
+    >>> {name: p.shape for name, p in load_checkpoint(path).items()}
+    {'weight': (2, 3), 'bias': (2,)}
+    """
+    path = _checkpoint_path(ckpt_file_name)
+    entries = _entries_from(save_obj, choice_func)
+    entries += _append_entries(append_dict, {name for name, _ in entries})
+    # host copies now, so that training may go on while an async save writes them
+    snapshot = [(name, _host_value(value, copy=async_save)) for name, value in entries]
+    if async_save:
+        _start_async(path, snapshot)
+    else:
+        wait_async_saves()   # keep file writes in call order
+        _write_atomic(path, snapshot)
+
+
+def checkpoint_entries(cell):
+    """``(name, Parameter)`` for every parameter of ``cell`` as checkpoints name them.
+
+    The name is the parameter's own name; a second, different parameter with the same
+    name (e.g. two optimizers' ``global_step``) takes its attribute path instead.
+    """
+    taken, out = set(), []
+    for path, param in cell.parameters_and_names():
+        name = param.name or path
+        if name in taken:
+            name = path
+        if name in taken:
+            raise ValueError(f"two different parameters are both named {name!r}; give them "
+                             "distinct names before saving or loading a checkpoint")
+        taken.add(name)
+        out.append((name, param))
+    return out
+
+
+def _checkpoint_path(ckpt_file_name):
+    if isinstance(ckpt_file_name, os.PathLike):
+        ckpt_file_name = os.fspath(ckpt_file_name)
+    if not isinstance(ckpt_file_name, str) or not ckpt_file_name:
+        raise TypeError(f"save_checkpoint: ckpt_file_name must be a non-empty path string, "
+                        f"got {ckpt_file_name!r}")
+    if not ckpt_file_name.endswith(".ckpt"):
+        ckpt_file_name += ".ckpt"
+    path = os.path.abspath(ckpt_file_name)
+    if os.path.isdir(path):
+        raise ValueError(f"save_checkpoint: {path!r} is a directory, not a file name")
+    return path
+
+
+def _entries_from(save_obj, choice_func):
+    if isinstance(save_obj, Cell):
+        entries = checkpoint_entries(save_obj)
+    elif isinstance(save_obj, dict):
+        entries = list(save_obj.items())
+    elif isinstance(save_obj, (list, tuple)):
+        entries = [_list_item(item, k) for k, item in enumerate(save_obj)]
+    else:
+        raise TypeError("save_checkpoint: save_obj must be a Cell, a list of {'name', 'data'} "
+                        f"dicts or Parameters, or a dict of name -> Tensor; got {type(save_obj).__name__}")
+    names = set()
+    for name, _ in entries:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"save_checkpoint: parameter names must be non-empty strings, got {name!r}")
+        if name in names:
+            raise ValueError(f"save_checkpoint: the name {name!r} appears twice")
+        names.add(name)
+    if choice_func is not None:
+        entries = [(name, value) for name, value in entries if choice_func(name)]
+    return entries
+
+
+def _list_item(item, k):
+    if isinstance(item, Parameter):
+        if not item.name:
+            raise ValueError(f"save_checkpoint: Parameter {k} of the list has no name")
+        return item.name, item
+    if isinstance(item, dict) and "name" in item and "data" in item:
+        return item["name"], item["data"]
+    raise TypeError(f"save_checkpoint: list item {k} must be a Parameter or a dict with keys "
+                    f"'name' and 'data', got {type(item).__name__}")
+
+
+def _append_entries(append_dict, taken):
+    if append_dict is None:
+        return []
+    if not isinstance(append_dict, dict):
+        raise TypeError(f"save_checkpoint: append_dict must be a dict, got {type(append_dict).__name__}")
+    out = []
+    for name, value in append_dict.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"save_checkpoint: append_dict keys must be non-empty strings, got {name!r}")
+        if name in taken:
+            raise ValueError(f"save_checkpoint: append_dict key {name!r} is also a parameter name")
+        if isinstance(value, bool):
+            value = np.array(value)
+        elif isinstance(value, (int, np.integer)):
+            value = np.array(value, np.int64)
+        elif isinstance(value, (float, np.floating)):
+            value = np.array(value, np.float32)
+        elif not isinstance(value, (str, Tensor, np.ndarray)):
+            raise TypeError(f"save_checkpoint: append_dict[{name!r}] must be a number, a string, "
+                            f"a Tensor or an array, got {type(value).__name__}")
+        out.append((name, value))
+    return out
+
+
+def _host_value(value, copy):
+    """(C-contiguous host array or str, requires_grad) for one entry."""
+    if isinstance(value, str):
+        return value, False
+    if isinstance(value, Tensor):
+        array = value.asnumpy() if not value.device.is_host or copy else value.data
+        return _c_order(array), bool(value.requires_grad)
+    if isinstance(value, np.ndarray):
+        if value.dtype.newbyteorder("=") not in dtypes.SUPPORTED:
+            raise TypeError(f"save_checkpoint: arrays of dtype {value.dtype} cannot be saved; "
+                            f"supported dtypes are {[str(d) for d in dtypes.SUPPORTED]}")
+        return np.array(value, order="C", copy=True) if copy else _c_order(value), False
+    raise TypeError(f"save_checkpoint: values must be Tensors or arrays, got {type(value).__name__}")
+
+
+def _c_order(array):
+    """``array`` itself when C-contiguous, else a C-ordered copy (0-d arrays stay 0-d,
+    unlike ``np.ascontiguousarray``)."""
+    return array if array.flags.c_contiguous else np.array(array, order="C")
+
+
+def _member_names(names):
+    """One ZIP member per entry: ``<name>.npy`` where that is a clean, unique member name."""
+    used, members = {MANIFEST}, []
+    for i, name in enumerate(names):
+        member = f"{name}.npy"
+        if "\x00" in name or name.startswith("/") or "\\" in name or member in used \
+                or not _utf8(name):
+            member = f"__entry_{i}__.npy"
+            while member in used:
+                member = f"_{member}"
+        used.add(member)
+        members.append(member)
+    return members
+
+
+def _utf8(text):
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _write_entry(archive, member, array):
+    """Write one array as a ``.npy`` member (a seam for tests that make writes fail)."""
+    with archive.open(member, "w", force_zip64=True) as out:
+        np.lib.format.write_array(out, array, allow_pickle=False)
+
+
+def _write_archive(fileobj, snapshot):
+    names = [name for name, _ in snapshot]
+    entries = []
+    with zipfile.ZipFile(fileobj, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for (name, (value, requires_grad)), member in zip(snapshot, _member_names(names)):
+            if isinstance(value, str):
+                entries.append({"name": name, "kind": "string", "value": value})
+                continue
+            _write_entry(archive, member, value)
+            entries.append({"name": name, "kind": "tensor", "member": member,
+                            "dtype": value.dtype.str, "shape": list(value.shape),
+                            "requires_grad": requires_grad, "crc32": zlib.crc32(value)})
+        manifest = {"format": FORMAT, "version": VERSION, "entries": entries}
+        archive.writestr(MANIFEST, json.dumps(manifest, indent=1))
+
+
+def _write_atomic(path, snapshot):
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp")
+    # O_EXCL: never clobber anything; mode 0o666 lets the umask decide, like open()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            _write_archive(out, snapshot)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_directory(directory)
+
+
+def _fsync_directory(directory):
+    """Make the rename itself durable (POSIX); best effort elsewhere."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# ---- asynchronous saves ---------------------------------------------------------------------
+_async = {"thread": None, "error": None}
+
+
+def _start_async(path, snapshot):
+    wait_async_saves()
+
+    def write():
+        try:
+            _write_atomic(path, snapshot)
+        except BaseException as err:   # reported by the next wait_async_saves()
+            _async["error"] = (path, err)
+
+    thread = threading.Thread(target=write, name="save_checkpoint", daemon=False)
+    _async["thread"] = thread
+    thread.start()
+
+
+def wait_async_saves():
+    """Block until a pending ``save_checkpoint(..., async_save=True)`` has written its file;
+    re-raises (as RuntimeError) an error that happened in the background."""
+    thread = _async["thread"]
+    if thread is not None:
+        thread.join()
+        _async["thread"] = None
+    failure, _async["error"] = _async["error"], None
+    if failure is not None:
+        path, err = failure
+        raise RuntimeError(f"asynchronous save of checkpoint {path!r} failed: {err}") from err
+
+
+# ---- loading --------------------------------------------------------------------------------
+def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=None,
+                    specify_prefix=None, choice_func=None):
+    """Read a checkpoint into an ordered dict ``name -> Parameter`` (strings stay ``str``).
+
+    With ``net``, the values are also copied into its parameters (:func:`load_param_into_net`).
+    ``filter_prefix`` (a string or a list of them) skips names starting with it,
+    ``specify_prefix`` keeps only names starting with it, ``choice_func(name)`` keeps names
+    for which it returns True. A missing, truncated or corrupt file (bad ZIP, bad checksum,
+    wrong manifest) raises ValueError naming the file and the problem.
+    """
+    path = os.fspath(ckpt_file_name) if isinstance(ckpt_file_name, os.PathLike) else ckpt_file_name
+    if not isinstance(path, str) or not path:
+        raise TypeError(f"load_checkpoint: ckpt_file_name must be a path string, got {ckpt_file_name!r}")
+    if net is not None and not isinstance(net, Cell):
+        raise TypeError(f"load_checkpoint: net must be a Cell, got {type(net).__name__}")
+    wanted = _name_filter(filter_prefix, specify_prefix, choice_func)
+    wait_async_saves()
+    if not os.path.isfile(path):
+        what = "is a directory" if os.path.isdir(path) else "does not exist"
+        raise ValueError(f"load_checkpoint: checkpoint file {path!r} {what}")
+    try:
+        with zipfile.ZipFile(path, "r") as archive:
+            entries = _read_manifest(archive, path)
+            params = OrderedDict()
+            for entry in entries:
+                if wanted(entry["name"]):
+                    params[entry["name"]] = _read_entry(archive, entry, path)
+    except zipfile.BadZipFile as err:
+        raise ValueError(f"load_checkpoint: {path!r} is corrupt or truncated (not a valid ZIP "
+                         f"archive: {err})") from None
+    except OSError as err:
+        raise ValueError(f"load_checkpoint: cannot read {path!r}: {err}") from None
+    if net is not None:
+        load_param_into_net(net, params, strict_load)
+    return params
+
+
+def _name_filter(filter_prefix, specify_prefix, choice_func):
+    skip = _prefixes(filter_prefix, "filter_prefix")
+    keep = _prefixes(specify_prefix, "specify_prefix")
+    if choice_func is not None and not callable(choice_func):
+        raise TypeError(f"load_checkpoint: choice_func must be callable, got {type(choice_func).__name__}")
+
+    def wanted(name):
+        if skip and name.startswith(skip):
+            return False
+        if keep and not name.startswith(keep):
+            return False
+        return choice_func is None or bool(choice_func(name))
+    return wanted
+
+
+def _prefixes(value, what):
+    if value is None:
+        return ()
+    items = (value,) if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(p, str) and p for p in items):
+        raise TypeError(f"load_checkpoint: {what} must be a non-empty string or a list of them, "
+                        f"got {value!r}")
+    return tuple(items)
+
+
+def _read_manifest(archive, path):
+    try:
+        raw = archive.read(MANIFEST)
+    except KeyError:
+        raise ValueError(f"load_checkpoint: {path!r} has no {MANIFEST} manifest: it is not a "
+                         "checkpoint written by minitorch_dist.save_checkpoint") from None
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"load_checkpoint: the manifest of {path!r} is corrupt: {err}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ValueError(f"load_checkpoint: {path!r} is not a {FORMAT} file (manifest format "
+                         f"{manifest.get('format') if isinstance(manifest, dict) else None!r})")
+    version = manifest.get("version")
+    if not isinstance(version, int) or not 1 <= version <= VERSION:
+        raise ValueError(f"load_checkpoint: {path!r} has format version {version!r}; this "
+                         f"minitorch_dist reads versions 1 to {VERSION}")
+    entries = manifest.get("entries")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and "name" in e for e in entries):
+        raise ValueError(f"load_checkpoint: the manifest of {path!r} has no valid entry list")
+    return entries
+
+
+def _read_entry(archive, entry, path):
+    name = entry["name"]
+    if entry.get("kind") == "string":
+        return entry.get("value")
+    try:
+        with archive.open(entry["member"]) as member:
+            array = np.lib.format.read_array(member, allow_pickle=False)
+    except KeyError:
+        raise ValueError(f"load_checkpoint: {path!r} lacks the data of parameter {name!r} "
+                         f"(member {entry.get('member')!r})") from None
+    except (ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+        raise ValueError(f"load_checkpoint: the data of parameter {name!r} in {path!r} is "
+                         f"corrupt: {err}") from None
+    if array.dtype.str != entry.get("dtype") or list(array.shape) != entry.get("shape"):
+        raise ValueError(f"load_checkpoint: parameter {name!r} in {path!r} has dtype {array.dtype} "
+                         f"and shape {array.shape}, but the manifest says {entry.get('dtype')} "
+                         f"and {tuple(entry.get('shape') or ())}")
+    if zlib.crc32(_c_order(array)) != entry.get("crc32"):
+        raise ValueError(f"load_checkpoint: checksum mismatch for parameter {name!r} in {path!r}: "
+                         "the file is corrupt")
+    if not array.dtype.isnative:   # written on a machine of the other byte order
+        array = array.astype(array.dtype.newbyteorder("="))
+    if array.dtype not in dtypes.SUPPORTED:
+        raise ValueError(f"load_checkpoint: parameter {name!r} in {path!r} has dtype {array.dtype}, "
+                         f"which minitorch_dist does not support ({[str(d) for d in dtypes.SUPPORTED]})")
+    return Parameter(Tensor._make(array, get_device("CPU")), name=name,
+                     requires_grad=bool(entry.get("requires_grad", True)))
+
+
+# ---- into a network -------------------------------------------------------------------------
+def load_param_into_net(net, parameter_dict, strict_load=False):
+    """Copy the values of ``parameter_dict`` (name -> Tensor/Parameter) into ``net``'s
+    parameters of the same names, in place (each keeps its device).
+
+    Returns ``(param_not_load, ckpt_not_load)``: the names of ``net`` parameters the dict
+    lacks, and the dict names ``net`` has no parameter for. A shape or dtype mismatch is a
+    ValueError naming the parameter and both shapes/dtypes; with ``strict_load=True`` so is
+    any parameter of ``net`` missing from the dict. Everything is checked before anything
+    is copied, so a failed load leaves the network unchanged.
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist import nn
+    >>> from minitorch_dist.train import load_param_into_net
+    >>> net = nn.Dense(2, 1, weight_init="zeros")
+    >>> load_param_into_net(net, {"weight": ms.Tensor([[1.0, 2.0]]), "step": ms.Tensor(3)})
+    (['bias'], ['step'])
+    >>> net.weight.asnumpy().tolist()
+    [[1.0, 2.0]]
+    """
+    if not isinstance(net, Cell):
+        raise TypeError(f"load_param_into_net: net must be a Cell, got {type(net).__name__}")
+    if not isinstance(parameter_dict, dict):
+        raise TypeError("load_param_into_net: parameter_dict must be a dict of name -> Tensor, "
+                        f"got {type(parameter_dict).__name__}")
+    plan, param_not_load, used = [], [], set()
+    for name, param in checkpoint_entries(net):
+        if name not in parameter_dict:
+            param_not_load.append(name)
+            continue
+        value = _as_tensor(name, parameter_dict[name])
+        if value.shape != param.shape:
+            raise ValueError(f"load_param_into_net: shape mismatch for parameter {name!r}: the "
+                             f"network has {param.shape}, the checkpoint has {value.shape}")
+        if value.dtype != param.dtype:
+            raise ValueError(f"load_param_into_net: dtype mismatch for parameter {name!r}: the "
+                             f"network has {param.dtype}, the checkpoint has {value.dtype} "
+                             "(cast the checkpoint value or the network first)")
+        plan.append((param, value))
+        used.add(name)
+    if strict_load and param_not_load:
+        raise ValueError(f"load_param_into_net: strict_load=True but the checkpoint has no value "
+                         f"for {len(param_not_load)} parameter(s) of the network: {param_not_load}")
+    for param, value in plan:
+        param.set_data(value)
+    ckpt_not_load = [name for name in parameter_dict if name not in used]
+    return param_not_load, ckpt_not_load
+
+
+def _as_tensor(name, value):
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, np.ndarray):
+        return Tensor._make(value, get_device("CPU"))
+    raise TypeError(f"load_param_into_net: the value for parameter {name!r} must be a Tensor or "
+                    f"an array, got {type(value).__name__}")
