@@ -147,10 +147,7 @@ class Cell:
         """Move every parameter of this cell to ``device`` (in place); returns self."""
         dev = get_device(device)
         for param in self.get_parameters():
-            if param.device is not dev:
-                param.data = dev.copy_from(param.data, param.device)
-                param.device = dev
-                param.grad = None
+            param.place_on(dev)
         return self
 
     @property

@@ -31,6 +31,22 @@ class Parameter(Tensor):
         self.layerwise_parallel = layerwise_parallel
         self.parallel_optimizer = parallel_optimizer
         self.pipeline_stages = set()
+        # Until it is placed, a parameter created on the context's device moves, once, to the
+        # device of the first primitive that uses it elsewhere (seed 000: weights of host-side
+        # MatMuls live on the host instead of crossing the bus every step).
+        self._unplaced = device is None
+
+    def place_on(self, device, owner=None):
+        """Move this parameter's data to ``device`` for good (counted as one transfer)."""
+        device = get_device(device)
+        if device is not self.device:
+            self.data = device.copy_from(self.data, self.device)
+            self.device = device
+            self.grad = None
+            if owner is not None:
+                owner.bytes_in += self.data.nbytes
+        self._unplaced = False
+        return self
 
     def add_pipeline_stage(self, stage):
         """Mark this parameter as used by pipeline ``stage`` (a shared parameter has several)."""

@@ -155,8 +155,11 @@ class Primitive:
         for x in inputs:
             if isinstance(x, Tensor):
                 if x.device is not device:
-                    from .device_copy import copy_to
-                    x = copy_to(x, device, owner=self)
+                    if getattr(x, "_unplaced", False):
+                        x.place_on(device, owner=self)   # a new Parameter settles where it is used
+                    else:
+                        from .device_copy import copy_to
+                        x = copy_to(x, device, owner=self)
                 requires = requires or x.requires_grad
                 if ref_dtype is None:
                     ref_dtype = x.data.dtype
