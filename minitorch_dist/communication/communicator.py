@@ -1,0 +1,185 @@
+"""The Communicator interface: the collectives every data/pipeline-parallel feature uses.
+
+Arrays are NumPy (host) or CuPy (device) arrays, contiguous; results come back in the
+caller's array module. Each public method counts one call and the payload bytes this rank
+puts on the wire, so ``comm_stats()`` reports what a feature really sent (fp16 halves it,
+top-K sends a small fraction). Implementations only write the ``_``-prefixed methods:
+``MPICommunicator`` (mpi4py), ``NCCLCommunicator`` (CuPy NCCL) and ``LocalCommunicator``
+(threads in one process, for unit tests).
+"""
+import abc
+from collections import defaultdict
+
+REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
+
+
+class Request:
+    """A nonblocking operation; ``wait()`` completes it and returns its result array."""
+
+    def __init__(self, wait_fn):
+        self._wait_fn = wait_fn
+        self._done = False
+        self._result = None
+
+    def wait(self):
+        if not self._done:
+            self._result = self._wait_fn()
+            self._done = True
+        return self._result
+
+    @staticmethod
+    def completed(result):
+        req = Request(lambda: result)
+        req.wait()
+        return req
+
+
+class Communicator(abc.ABC):
+    """A group of ``size`` ranks; this process is ``rank``.
+
+    Public methods validate, count and delegate. ``bytes_sent`` is the payload a rank
+    contributes: its whole buffer for allreduce/broadcast-root/send, its own part for
+    allgather(v) and reduce_scatter.
+    """
+
+    rank = 0
+    size = 1
+    local_rank = 0
+    local_size = 1
+    backend = "abstract"
+
+    def __init__(self):
+        self._calls = defaultdict(int)
+        self._bytes = defaultdict(int)
+
+    # ---- statistics -------------------------------------------------------------------
+    def _count(self, op, nbytes):
+        self._calls[op] += 1
+        self._bytes[op] += int(nbytes)
+
+    def comm_stats(self):
+        """``{"calls", "bytes_sent", "by_op": {op: {"calls", "bytes_sent"}}}`` since the last reset."""
+        return {"calls": sum(self._calls.values()), "bytes_sent": sum(self._bytes.values()),
+                "by_op": {op: {"calls": self._calls[op], "bytes_sent": self._bytes[op]}
+                          for op in self._calls}}
+
+    def reset_stats(self):
+        self._calls.clear()
+        self._bytes.clear()
+
+    # ---- collectives ------------------------------------------------------------------
+    def allreduce(self, array, op="sum", out=None):
+        """Elementwise reduction over ranks; ``out`` may be ``array`` itself (in place)."""
+        _check_op(op)
+        self._count("allreduce", array.nbytes)
+        return self._allreduce(array, op, out)
+
+    def iallreduce(self, array, op="sum", out=None):
+        """Nonblocking allreduce; returns a ``Request`` whose ``wait()`` gives the result."""
+        _check_op(op)
+        self._count("allreduce", array.nbytes)
+        return self._iallreduce(array, op, out)
+
+    def allgather(self, array):
+        """Every rank's equally shaped ``array``, stacked: shape ``(size, *array.shape)``."""
+        self._count("allgather", array.nbytes)
+        return self._allgather(array)
+
+    def allgatherv(self, array):
+        """1-D arrays of different lengths, concatenated in rank order; returns (data, counts)."""
+        if array.ndim != 1:
+            raise ValueError(f"allgatherv expects a 1-D array, got shape {array.shape}")
+        self._count("allgatherv", array.nbytes)
+        return self._allgatherv(array)
+
+    def broadcast(self, array, root=0):
+        """Root's ``array`` copied into every rank's ``array`` (in place); returns it."""
+        _check_rank(root, self.size, "root")
+        self._count("broadcast", array.nbytes if self.rank == root else 0)
+        return self._broadcast(array, root)
+
+    def reduce_scatter(self, array, op="sum"):
+        """Reduce over ranks, then rank ``r`` keeps chunk ``r`` of axis 0 (divisible by size)."""
+        _check_op(op)
+        if array.shape[0] % self.size:
+            raise ValueError(f"reduce_scatter needs axis 0 ({array.shape[0]}) divisible by the "
+                             f"group size {self.size}")
+        self._count("reduce_scatter", array.nbytes // self.size * (self.size - 1))
+        return self._reduce_scatter(array, op)
+
+    def send(self, array, dest, tag=0):
+        _check_rank(dest, self.size, "dest")
+        self._count("send", array.nbytes)
+        self._send(array, dest, tag)
+
+    def recv(self, out, source, tag=0):
+        """Receive into ``out`` (its shape and dtype must match what was sent); returns it."""
+        _check_rank(source, self.size, "source")
+        self._count("recv", 0)
+        return self._recv(out, source, tag)
+
+    def isend(self, array, dest, tag=0):
+        _check_rank(dest, self.size, "dest")
+        self._count("send", array.nbytes)
+        return self._isend(array, dest, tag)
+
+    def irecv(self, out, source, tag=0):
+        _check_rank(source, self.size, "source")
+        self._count("recv", 0)
+        return self._irecv(out, source, tag)
+
+    def barrier(self):
+        self._count("barrier", 0)
+        self._barrier()
+
+    # ---- to implement -----------------------------------------------------------------
+    @abc.abstractmethod
+    def _allreduce(self, array, op, out): ...
+
+    def _iallreduce(self, array, op, out):
+        return Request.completed(self._allreduce(array, op, out))
+
+    @abc.abstractmethod
+    def _allgather(self, array): ...
+
+    @abc.abstractmethod
+    def _allgatherv(self, array): ...
+
+    @abc.abstractmethod
+    def _broadcast(self, array, root): ...
+
+    @abc.abstractmethod
+    def _reduce_scatter(self, array, op): ...
+
+    @abc.abstractmethod
+    def _send(self, array, dest, tag): ...
+
+    @abc.abstractmethod
+    def _recv(self, out, source, tag): ...
+
+    def _isend(self, array, dest, tag):
+        self._send(array, dest, tag)
+        return Request.completed(None)
+
+    def _irecv(self, out, source, tag):
+        return Request(lambda: self._recv(out, source, tag))
+
+    @abc.abstractmethod
+    def _barrier(self): ...
+
+    def split(self, ranks, name=None):
+        """A sub-communicator over ``ranks`` (global ranks of this group); None off-group."""
+        raise NotImplementedError(f"{type(self).__name__} does not support groups")
+
+    def __repr__(self):
+        return f"{type(self).__name__}(rank={self.rank}, size={self.size})"
+
+
+def _check_op(op):
+    if op not in REDUCE_OPS:
+        raise ValueError(f"unknown reduction {op!r}; expected one of {REDUCE_OPS}")
+
+
+def _check_rank(rank, size, what):
+    if not isinstance(rank, int) or not 0 <= rank < size:
+        raise ValueError(f"{what} rank must be an int in [0, {size}), got {rank!r}")
