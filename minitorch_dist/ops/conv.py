@@ -1,2 +1,385 @@
-"""(being written)"""
-__all__ = []
+"""2-D convolution as im2col + GEMM.
+
+The input patches are unfolded into a matrix ``cols`` of shape (N*OH*OW, C*kh*kw), one row
+per output pixel, so the whole batch is one matrix product with the weight seen as
+(OC, C*kh*kw). That product comes out as (N*OH*OW, OC), which is channels-last memory: the
+output is returned as an NCHW *view* of it rather than copied (elementwise ops and the
+pooling primitives keep that layout, and a gradient that comes back in it turns into a
+matrix again for free). Inputs with few channels (a network's first layer) are unfolded
+tap-major instead, (C*kh*kw, N*OH*OW), and multiplied image by image straight into NCHW:
+BLAS threads the skinny whole-batch product of such a layer badly.
+
+The unfolding is a strided-view copy written against ``xp`` (so it runs on CuPy as well),
+or the C++ kernel of ``minitorch_dist.kernels`` where that is faster; the folding back
+(col2im, for the input gradient) is the C++ kernel on the host and an ``xp`` loop elsewhere.
+Patch matrices come from the device's buffer pool and go back to it with the context.
+"""
+from .primitive import Primitive
+
+__all__ = ["Conv2D", "conv2d"]
+
+
+def _pair(value, what, owner="Conv2D"):
+    """An int or a 2-tuple as a pair of positive ints; MindSpore's 4-tuples (1, 1, h, w) too."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        pair = (value, value)
+    elif isinstance(value, (tuple, list)) and len(value) in (2, 4) and \
+            all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        pair = tuple(value[-2:])
+    else:
+        raise ValueError(f"{owner}: {what} must be an int or a tuple of 2 ints, got {value!r}")
+    if min(pair) < 1:
+        raise ValueError(f"{owner}: {what} must be positive, got {value!r}")
+    return pair
+
+
+def _explicit_pads(pad):
+    """``pad`` (int, (h, w) or (top, bottom, left, right)) as a 4-tuple of non-negative ints."""
+    if isinstance(pad, int) and not isinstance(pad, bool):
+        pads = (pad,) * 4
+    elif isinstance(pad, (tuple, list)) and len(pad) == 2:
+        pads = (pad[0], pad[0], pad[1], pad[1])
+    elif isinstance(pad, (tuple, list)) and len(pad) == 4:
+        pads = tuple(pad)
+    else:
+        raise ValueError(f"Conv2D: pad must be an int or a tuple of 2 or 4 ints, got {pad!r}")
+    if not all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in pads):
+        raise ValueError(f"Conv2D: pad must hold non-negative ints, got {pad!r}")
+    return pads
+
+
+def _same_pads(size, kernel, stride, dilation):
+    """TF/MindSpore "same": output = ceil(size / stride); odd extra padding goes after."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + dilation * (kernel - 1) + 1 - size, 0)
+    return total // 2, total - total // 2
+
+
+class _Geometry:
+    """Sizes of one convolution: kernel, stride, dilation, pads and the output size."""
+
+    __slots__ = ("kh", "kw", "sh", "sw", "dh", "dw", "top", "bottom", "left", "right", "oh", "ow")
+
+    def __init__(self, height, width, kernel, stride, dilation, pad_mode, pads):
+        self.kh, self.kw = kernel
+        self.sh, self.sw = stride
+        self.dh, self.dw = dilation
+        if pad_mode == "same":
+            self.top, self.bottom = _same_pads(height, self.kh, self.sh, self.dh)
+            self.left, self.right = _same_pads(width, self.kw, self.sw, self.dw)
+        elif pad_mode == "pad":
+            self.top, self.bottom, self.left, self.right = pads
+        else:
+            self.top = self.bottom = self.left = self.right = 0
+        span_h = height + self.top + self.bottom - self.dh * (self.kh - 1) - 1
+        span_w = width + self.left + self.right - self.dw * (self.kw - 1) - 1
+        self.oh = span_h // self.sh + 1 if span_h >= 0 else 0
+        self.ow = span_w // self.sw + 1 if span_w >= 0 else 0
+
+    @property
+    def symmetric(self):
+        return self.top == self.bottom and self.left == self.right
+
+    def kernel_args(self):
+        """Arguments of ``kernels.im2col``/``col2im`` after the input was padded symmetrically."""
+        ph, pw = (self.top, self.left) if self.symmetric else (0, 0)
+        return self.kh, self.kw, self.sh, self.sw, ph, pw, self.dh, self.dw
+
+
+def _host_kernels():
+    """The host kernels module, or None when it cannot be imported (the xp path is used then)."""
+    global _KERNELS
+    if _KERNELS is False:
+        try:
+            from .. import kernels
+            _KERNELS = kernels if hasattr(kernels, "col2im") else None
+        except ImportError:
+            _KERNELS = None
+    return _KERNELS
+
+
+_KERNELS = False   # not looked up yet
+
+
+def _pad_input(xp, x, geo):
+    return xp.pad(x, ((0, 0), (0, 0), (geo.top, geo.bottom), (geo.left, geo.right)))
+
+
+class _PooledBuffer:
+    """Gives a pooled scratch array back to its pool once the context holding it is freed.
+
+    The patch matrix lives exactly as long as the primitive's context (until backward has
+    run, or at once under no_grad); recycling it avoids page-faulting megabytes every step.
+    """
+
+    __slots__ = ("pool", "array")
+
+    def __init__(self, pool, array):
+        self.pool, self.array = pool, array
+
+    def __del__(self):
+        self.pool.release(self.array)
+
+
+def _im2col(xp, x, geo, group, pool):
+    """The patches of x (N, C, H, W) as a matrix, its layout, and the pooled buffer holding it.
+
+    The unfolding is the one full pass over the patch data, and the fastest way to make it
+    depends on the input's memory layout (measured on the MNIST CNN shapes):
+
+    * channels-last memory (a Conv2D output after ReLU/pooling): a strided view copied with
+      the channel fastest: (N*OH*OW, K) with columns ordered (i, j, c), layout ``"ijc"``;
+    * NCHW with at least as many channels as output columns: the C++ kernel, (N*OH*OW, K)
+      with columns ordered (c, i, j), layout ``"cij"``;
+    * otherwise (few channels, e.g. an image): a tap-major copy in which every copied run is
+      a row of the image: (K, N*OH*OW) with K ordered (c, i, j), layout ``"taps"``.
+    """
+    n, c = x.shape[:2]
+    rows, row_len = n * geo.oh * geo.ow, c * geo.kh * geo.kw
+    channels_last = c > 1 and abs(x.strides[1]) < abs(x.strides[3])
+    many_channels = c >= geo.ow
+    kernels = _host_kernels() if xp.__name__ == "numpy" else None
+    if many_channels and not channels_last and kernels is not None and x.dtype.char in "fd":
+        if not geo.symmetric:
+            x = _pad_input(xp, x, geo)
+        buf = pool.empty((rows, row_len), x.dtype)
+        return kernels.im2col(x, *geo.kernel_args(), out=buf), "cij", buf
+    if geo.top or geo.bottom or geo.left or geo.right:
+        x = _pad_input(xp, x, geo)
+    s_n, s_c, s_h, s_w = x.strides
+    as_strided = xp.lib.stride_tricks.as_strided
+    if group == 1 and (channels_last or many_channels):
+        shape = (n, geo.oh, geo.ow, geo.kh, geo.kw, c)
+        patches = as_strided(x, shape, (s_n, s_h * geo.sh, s_w * geo.sw, s_h * geo.dh, s_w * geo.dw, s_c))
+        buf = pool.empty((rows, row_len), x.dtype)
+        xp.copyto(buf.reshape(shape), patches)
+        return buf, "ijc", buf
+    shape = (c, geo.kh, geo.kw, n, geo.oh, geo.ow)
+    taps = as_strided(x, shape, (s_c, s_h * geo.dh, s_w * geo.dw, s_n, s_h * geo.sh, s_w * geo.sw))
+    buf = pool.empty((row_len, rows), x.dtype)
+    xp.copyto(buf.reshape(shape), taps)
+    return buf, "taps", buf
+
+
+def _col2im(xp, cols, x_shape, geo):
+    """Adjoint of im2col for "cij" columns: patch gradients summed into an (N, C, H, W) array."""
+    n, c, h, w = x_shape
+    padded = (n, c, h + geo.top + geo.bottom, w + geo.left + geo.right)
+    kernels = _host_kernels() if xp.__name__ == "numpy" else None
+    if kernels is not None and cols.dtype.char in "fd":
+        if geo.symmetric:
+            return kernels.col2im(cols, x_shape, *geo.kernel_args())
+        dx = kernels.col2im(cols, padded, *geo.kernel_args())
+    else:
+        dx = xp.zeros(padded, cols.dtype)
+        taps = cols.reshape(n, geo.oh, geo.ow, c, geo.kh, geo.kw)
+        rows_end, cols_end = geo.sh * (geo.oh - 1) + 1, geo.sw * (geo.ow - 1) + 1
+        for i in range(geo.kh):
+            for j in range(geo.kw):
+                r0, c0 = i * geo.dh, j * geo.dw
+                dx[:, :, r0:r0 + rows_end:geo.sh, c0:c0 + cols_end:geo.sw] += \
+                    taps[:, :, :, :, i, j].transpose(0, 3, 1, 2)
+    return dx[:, :, geo.top:geo.top + h, geo.left:geo.left + w]
+
+
+def _weight_matrix(weight, order):
+    """The weight as (OC, K), its columns in the patch order: "ijc", or "cij" (also "taps")."""
+    if order == "ijc":
+        weight = weight.transpose(0, 2, 3, 1)
+    return weight.reshape(weight.shape[0], -1)
+
+
+class Conv2D(Primitive):
+    """2-D convolution (cross-correlation) of NCHW input with an (OC, C/group, kh, kw) weight.
+
+    MindSpore's primitive: ``Conv2D(out_channel, kernel_size, pad_mode="valid", pad=0,
+    stride=1, dilation=1, group=1)(x, weight)``. ``pad_mode`` is ``"valid"`` (no padding),
+    ``"same"`` (output size ``ceil(H / stride)``, odd padding on the bottom/right as in
+    TensorFlow) or ``"pad"`` (``pad`` is an int, ``(h, w)`` or ``(top, bottom, left, right)``).
+    An optional third input ``bias`` of shape (OC,) is added to the output. The result is
+    NCHW, possibly a view of channels-last memory (see the module docstring).
+
+    >>> import numpy as np
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist import ops
+    >>> x = ms.Tensor(np.arange(9.0, dtype=np.float32).reshape(1, 1, 3, 3))
+    >>> w = ms.Tensor(np.ones((1, 1, 2, 2), np.float32))
+    >>> ops.Conv2D(out_channel=1, kernel_size=2)(x, w).asnumpy()[0, 0].tolist()
+    [[8.0, 12.0], [20.0, 24.0]]
+    """
+
+    def __init__(self, out_channel=None, kernel_size=None, mode=1, pad_mode="valid", pad=0,
+                 stride=1, dilation=1, group=1, data_format="NCHW"):
+        if mode != 1:
+            raise ValueError(f"Conv2D: only mode=1 (convolution) is supported, got {mode!r}")
+        if data_format != "NCHW":
+            raise ValueError(f"Conv2D: only data_format='NCHW' is supported, got {data_format!r}")
+        mode_name = pad_mode.lower() if isinstance(pad_mode, str) else pad_mode
+        if mode_name not in ("valid", "same", "pad"):
+            raise ValueError(f"Conv2D: pad_mode must be 'valid', 'same' or 'pad', got {pad_mode!r}")
+        self.pads = _explicit_pads(pad)
+        if mode_name != "pad" and any(self.pads):
+            raise ValueError(f"Conv2D: pad={pad!r} needs pad_mode='pad', got pad_mode={pad_mode!r}")
+        if not isinstance(group, int) or isinstance(group, bool) or group < 1:
+            raise ValueError(f"Conv2D: group must be a positive int, got {group!r}")
+        self.out_channel = out_channel
+        self.kernel_size = None if kernel_size is None else _pair(kernel_size, "kernel_size")
+        self.pad_mode = mode_name
+        self.stride = _pair(stride, "stride")
+        self.dilation = _pair(dilation, "dilation")
+        self.group = group
+
+    def __call__(self, x, weight, bias=None):
+        return self.apply(x, weight) if bias is None else self.apply(x, weight, bias)
+
+    def _check(self, x, weight, bias):
+        if x.ndim != 4 or weight.ndim != 4:
+            raise ValueError(f"{self.name}: expects a 4-D NCHW input and a 4-D (OC, C/group, kh, kw) "
+                             f"weight, got input shape {x.shape} and weight shape {weight.shape}")
+        for a, what in ((x, "input"), (weight, "weight")):
+            if a.dtype.kind != "f":
+                raise TypeError(f"{self.name}: {what} must be floating point, got {a.dtype}")
+        out_ch, per_group = weight.shape[:2]
+        if x.shape[1] != per_group * self.group:
+            raise ValueError(f"{self.name}: input of shape {x.shape} has {x.shape[1]} channels but "
+                             f"weight of shape {weight.shape} expects {per_group * self.group} "
+                             f"({per_group} per group x {self.group} groups)")
+        if out_ch % self.group:
+            raise ValueError(f"{self.name}: {out_ch} output channels (weight shape {weight.shape}) "
+                             f"do not split into {self.group} groups")
+        if self.out_channel is not None and out_ch != self.out_channel:
+            raise ValueError(f"{self.name}: out_channel={self.out_channel} but weight of shape "
+                             f"{weight.shape} has {out_ch} output channels")
+        if self.kernel_size is not None and tuple(weight.shape[2:]) != self.kernel_size:
+            raise ValueError(f"{self.name}: kernel_size={self.kernel_size} but weight has shape "
+                             f"{weight.shape}")
+        if bias is not None and bias.shape != (out_ch,):
+            raise ValueError(f"{self.name}: bias must have shape ({out_ch},), got {bias.shape}")
+
+    def forward(self, ctx, x, weight, bias=None):
+        self._check(x, weight, bias)
+        xp = ctx.xp
+        dtype = xp.result_type(x, weight)
+        x, weight = x.astype(dtype, copy=False), weight.astype(dtype, copy=False)
+        geo = _Geometry(x.shape[2], x.shape[3], weight.shape[2:], self.stride, self.dilation,
+                        self.pad_mode, self.pads)
+        if geo.oh < 1 or geo.ow < 1:
+            raise ValueError(f"{self.name}: the (dilated) kernel {tuple(weight.shape[2:])} does not fit "
+                             f"in the padded input of shape {x.shape}: output would be "
+                             f"{geo.oh}x{geo.ow}")
+        pool = ctx.device.pool
+        cols, order, buf = _im2col(xp, x, geo, self.group, pool)
+        ctx.scratch = _PooledBuffer(pool, buf)
+        w2d = _weight_matrix(weight, order)
+        n, out_ch, plane = x.shape[0], weight.shape[0], geo.oh * geo.ow
+        if order == "taps":
+            # one (OC, K) @ (K, OH*OW) product per image lands in NCHW order; a single
+            # whole-batch product this skinny is what BLAS threads worst
+            patches = cols.reshape(-1, n, plane).transpose(1, 0, 2)
+            out = xp.empty((n, out_ch, plane), dtype)
+            for k_rows, o_rows in self._blocks(w2d):
+                xp.matmul(w2d[o_rows], patches[:, k_rows], out=out[:, o_rows])
+            if bias is not None:
+                out += bias.astype(dtype, copy=False)[:, None]
+            out = out.reshape(n, out_ch, geo.oh, geo.ow)
+        else:
+            out = xp.empty((cols.shape[0], out_ch), dtype)
+            for k_cols, o_rows in self._blocks(w2d):
+                xp.matmul(cols[:, k_cols], w2d[o_rows].T, out=out[:, o_rows])
+            if bias is not None:
+                out += bias.astype(dtype, copy=False)
+            out = out.reshape(n, geo.oh, geo.ow, out_ch).transpose(0, 3, 1, 2)
+        ctx.save_for_backward(cols, weight)
+        ctx.order, ctx.geo, ctx.x_shape = order, geo, x.shape
+        ctx.has_bias = bias is not None
+        return out
+
+    def _blocks(self, w2d):
+        """Per group: its slice of the patch columns and its rows of the (OC, K/group) weight."""
+        out_per_group, k_per_group = w2d.shape[0] // self.group, w2d.shape[1]
+        for g in range(self.group):
+            yield (slice(g * k_per_group, (g + 1) * k_per_group),
+                   slice(g * out_per_group, (g + 1) * out_per_group))
+
+    def backward(self, ctx, grad):
+        cols, weight = ctx.saved
+        xp = ctx.xp
+        out_ch = weight.shape[0]
+        want_w = ctx.needs_input_grad[1]
+        want_b = ctx.has_bias and ctx.needs_input_grad[2]
+        g2d = None
+        if ctx.order == "taps":
+            gw, gb = self._param_grads_per_image(xp, cols, grad, weight, want_w, want_b)
+        else:
+            # a free reshape when grad is channels-last, like the output forward returned
+            g2d = grad.transpose(0, 2, 3, 1).reshape(-1, out_ch)
+            gw, gb = self._param_grads_batched(xp, cols, g2d, weight, ctx.order, want_w, want_b)
+        gx = None
+        if ctx.needs_input_grad[0]:   # a network's first layer needs no input gradient
+            if g2d is None:
+                g2d = grad.transpose(0, 2, 3, 1).reshape(-1, out_ch)
+            w2d = _weight_matrix(weight, "cij")   # col2im takes "cij" columns
+            pool = ctx.device.pool
+            dcols = pool.empty((g2d.shape[0], w2d.shape[1] * self.group), g2d.dtype)
+            for k_cols, o_rows in self._blocks(w2d):
+                xp.matmul(g2d[:, o_rows], w2d[o_rows], out=dcols[:, k_cols])
+            gx = _col2im(xp, dcols, ctx.x_shape, ctx.geo)
+            pool.release(dcols)   # scratch: col2im has summed it into gx
+        return (gx, gw, gb) if ctx.has_bias else (gx, gw)
+
+    def _param_grads_batched(self, xp, cols, g2d, weight, order, want_w, want_b):
+        """dW = G^T @ cols and db = column sums of G, for (N*OH*OW, K) patches."""
+        gw = gb = None
+        if want_w:
+            out_ch = weight.shape[0]
+            gw = xp.empty((out_ch, cols.shape[1] // self.group), cols.dtype)
+            for k_cols, o_rows in self._blocks(gw):
+                xp.matmul(g2d[:, o_rows].T, cols[:, k_cols], out=gw[o_rows])
+            if order == "ijc":   # back to (OC, C, kh, kw) memory: optimizers get a plain array
+                gw = xp.ascontiguousarray(
+                    gw.reshape(out_ch, weight.shape[2], weight.shape[3], -1).transpose(0, 3, 1, 2))
+            gw = gw.reshape(weight.shape)
+        if want_b:
+            gb = xp.ones(g2d.shape[0], g2d.dtype) @ g2d   # BLAS, faster than sum(axis=0)
+        return gw, gb
+
+    def _param_grads_per_image(self, xp, cols, grad, weight, want_w, want_b):
+        """The same for tap-major (K, N*OH*OW) patches: per-image products, summed."""
+        n, out_ch = grad.shape[:2]
+        g3 = grad.reshape(n, out_ch, -1)
+        gw = gb = None
+        if want_w:
+            patches = cols.reshape(cols.shape[0], n, -1).transpose(1, 2, 0)   # (N, OH*OW, K)
+            gw = xp.empty((out_ch, cols.shape[0] // self.group), cols.dtype)
+            for k_rows, o_rows in self._blocks(gw):
+                gw[o_rows] = xp.matmul(g3[:, o_rows], patches[:, :, k_rows]).sum(axis=0)
+            gw = gw.reshape(weight.shape)
+        if want_b:
+            gb = (g3 @ xp.ones(g3.shape[2], g3.dtype)).sum(axis=0)
+        return gw, gb
+
+
+_shared = {}
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """PyTorch-style convolution: ``padding`` is an int, ``(h, w)``, ``"valid"`` or ``"same"``.
+
+    >>> import numpy as np
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist import ops
+    >>> x = ms.Tensor(np.ones((2, 3, 5, 5), np.float32)); w = ms.Tensor(np.ones((4, 3, 3, 3), np.float32))
+    >>> ops.conv2d(x, w, padding=1).shape
+    (2, 4, 5, 5)
+    """
+    if isinstance(padding, str):
+        pad_mode, pad = padding.lower(), 0
+    else:
+        pad_mode, pad = "pad", padding
+    key = (_pair(stride, "stride"), pad_mode, pad if isinstance(pad, int) else tuple(pad),
+           _pair(dilation, "dilation"), groups)
+    op = _shared.get(key)
+    if op is None:
+        op = _shared[key] = Conv2D(pad_mode=pad_mode, pad=pad, stride=stride, dilation=dilation,
+                                   group=groups)
+    return op(x, weight, bias)
