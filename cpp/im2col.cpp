@@ -1,0 +1,79 @@
+// Python bindings of im2col / col2im (the loops are in im2col_loops.h).
+#include "common.h"
+#include "im2col_loops.h"
+#include "kernels.h"
+
+namespace mtd {
+namespace {
+
+using im2col_detail::Geometry;
+
+Geometry make_geometry(std::int64_t N, std::int64_t C, std::int64_t H, std::int64_t W,
+                       std::int64_t kh, std::int64_t kw, std::int64_t sh, std::int64_t sw,
+                       std::int64_t ph, std::int64_t pw, std::int64_t dh, std::int64_t dw) {
+    if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || dh < 1 || dw < 1)
+        throw py::value_error("kernel size, stride and dilation must be >= 1");
+    if (ph < 0 || pw < 0) throw py::value_error("padding must be >= 0");
+    const std::int64_t span_h = H + 2 * ph - dh * (kh - 1) - 1;
+    const std::int64_t span_w = W + 2 * pw - dw * (kw - 1) - 1;
+    if (span_h < 0 || span_w < 0)
+        throw py::value_error("the dilated kernel is larger than the padded input");
+    return Geometry{N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, span_h / sh + 1, span_w / sw + 1};
+}
+
+void im2col(const py::array& x, py::array& out, std::int64_t kh, std::int64_t kw,
+            std::int64_t sh, std::int64_t sw, std::int64_t ph, std::int64_t pw,
+            std::int64_t dh, std::int64_t dw) {
+    require_layout(x, "x", 4);
+    require_layout(out, "out", 2);
+    require_writeable(out, "out");
+    require_same_dtype(x, out, "x", "out");
+    const Geometry g = make_geometry(x.shape(0), x.shape(1), x.shape(2), x.shape(3), kh, kw,
+                                     sh, sw, ph, pw, dh, dw);
+    if (out.shape(0) != g.rows() || out.shape(1) != g.row_len())
+        throw py::value_error("out has shape " + shape_str(out) + ", expected (" +
+                              std::to_string(g.rows()) + ", " + std::to_string(g.row_len()) +
+                              ")");
+    dispatch_float(x, "x", [&](auto tag) {
+        using T = decltype(tag);
+        const T* src = cdata_of<T>(x);
+        T* dst = data_of<T>(out);
+        py::gil_scoped_release nogil;
+        im2col_detail::unfold_image(src, dst, g);
+    });
+}
+
+void col2im(const py::array& cols, py::array& out, std::int64_t kh, std::int64_t kw,
+            std::int64_t sh, std::int64_t sw, std::int64_t ph, std::int64_t pw,
+            std::int64_t dh, std::int64_t dw) {
+    require_layout(cols, "cols", 2);
+    require_layout(out, "out", 4);
+    require_writeable(out, "out");
+    require_same_dtype(cols, out, "cols", "out");
+    const Geometry g = make_geometry(out.shape(0), out.shape(1), out.shape(2), out.shape(3), kh,
+                                     kw, sh, sw, ph, pw, dh, dw);
+    if (cols.shape(0) != g.rows() || cols.shape(1) != g.row_len())
+        throw py::value_error("cols has shape " + shape_str(cols) + ", expected (" +
+                              std::to_string(g.rows()) + ", " + std::to_string(g.row_len()) +
+                              ")");
+    dispatch_float(cols, "cols", [&](auto tag) {
+        using T = decltype(tag);
+        const T* src = cdata_of<T>(cols);
+        T* dst = data_of<T>(out);
+        py::gil_scoped_release nogil;
+        im2col_detail::fold_image(src, dst, g);
+    });
+}
+
+}  // namespace
+
+void register_im2col(py::module_& m) {
+    m.def("im2col", &im2col, py::arg("x"), py::arg("out"), py::arg("kh"), py::arg("kw"),
+          py::arg("sh"), py::arg("sw"), py::arg("ph"), py::arg("pw"), py::arg("dh"),
+          py::arg("dw"), "Unfold x (N, C, H, W) into out (N*OH*OW, C*kh*kw).");
+    m.def("col2im", &col2im, py::arg("cols"), py::arg("out"), py::arg("kh"), py::arg("kw"),
+          py::arg("sh"), py::arg("sw"), py::arg("ph"), py::arg("pw"), py::arg("dh"),
+          py::arg("dw"), "Fold cols back into out (N, C, H, W), summing overlaps.");
+}
+
+}  // namespace mtd

@@ -1,0 +1,172 @@
+// Fused sparse optimizer updates for embedding tables kept on the host.
+//
+// Gradients arrive as (ids, rows). Duplicate ids are merged first so every touched row is
+// updated exactly once with its summed gradient; untouched rows (and their optimizer state)
+// are left alone, which is what makes these "lazy" updates cheap for large vocabularies.
+#include <cmath>
+#include <initializer_list>
+#include <vector>
+
+#include "common.h"
+#include "kernels.h"
+#include "row_groups.h"
+
+namespace mtd {
+namespace {
+
+using NamedArrays = std::initializer_list<std::pair<py::array*, const char*>>;
+
+// Checks param and its state tables (same shape/dtype, 2-D, writeable) against ids and grads.
+void check_update_args(py::array& param, NamedArrays state, const py::array& ids,
+                       const py::array& grads) {
+    require_layout(param, "param", 2);
+    require_writeable(param, "param");
+    for (auto& [arr, name] : state) {
+        require_layout(*arr, name, 2);
+        require_writeable(*arr, name);
+        require_same_dtype(param, *arr, "param", name);
+        if (arr->shape(0) != param.shape(0) || arr->shape(1) != param.shape(1))
+            throw py::value_error(std::string(name) + " has shape " + shape_str(*arr) +
+                                  " but param has shape " + shape_str(param));
+    }
+    require_layout(ids, "ids", 1);
+    require_layout(grads, "grads", 2);
+    require_same_dtype(param, grads, "param", "grads");
+    if (grads.shape(0) != ids.shape(0) || grads.shape(1) != param.shape(1))
+        throw py::value_error("grads has shape " + shape_str(grads) + ", expected (" +
+                              std::to_string(ids.shape(0)) + ", " +
+                              std::to_string(param.shape(1)) + ")");
+}
+
+// Runs row_fn(row_id, summed_grad_row) once per distinct id, without the GIL. Throws
+// IndexError (and changes nothing) if an id is out of range.
+template <typename T, typename RowFn>
+void for_each_merged_row(const py::array& param, const py::array& ids, const py::array& grads,
+                         RowFn&& row_fn) {
+    const std::int64_t rows = param.shape(0), d = param.shape(1), n = ids.shape(0);
+    dispatch_index(ids, [&](auto itag) {
+        using I = decltype(itag);
+        const I* idx = cdata_of<I>(ids);
+        const T* g = cdata_of<T>(grads);
+        std::int64_t bad_pos;
+        {
+            py::gil_scoped_release nogil;
+            bad_pos = first_bad_id(idx, n, rows);
+            if (bad_pos < 0) {
+                const RowGroups groups = group_rows(idx, n);
+                std::vector<T> scratch(d);
+                for (std::int64_t grp = 0; grp < groups.size(); ++grp)
+                    row_fn(groups.ids[grp], group_sum(groups, grp, g, d, scratch.data()));
+            }
+        }
+        if (bad_pos >= 0) throw bad_id_error(static_cast<std::int64_t>(idx[bad_pos]), rows);
+    });
+}
+
+void sparse_sgd(py::array& param, const py::array& ids, const py::array& grads, double lr,
+                double weight_decay) {
+    check_update_args(param, {}, ids, grads);
+    const std::int64_t d = param.shape(1);
+    dispatch_float(param, "param", [&](auto tag) {
+        using T = decltype(tag);
+        const T lr_t = static_cast<T>(lr), wd = static_cast<T>(weight_decay);
+        T* base = data_of<T>(param);
+        for_each_merged_row<T>(param, ids, grads, [&](std::int64_t row, const T* g) {
+            T* w = base + row * d;
+            if (weight_decay != 0.0) {
+                for (std::int64_t j = 0; j < d; ++j) w[j] -= lr_t * (g[j] + wd * w[j]);
+            } else {
+                for (std::int64_t j = 0; j < d; ++j) w[j] -= lr_t * g[j];
+            }
+        });
+    });
+}
+
+// Adam with the bias correction folded into the step size (as TensorFlow, MindSpore and
+// torch.optim.SparseAdam do): w -= lr*sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps).
+void lazy_adam(py::array& param, py::array& m, py::array& v, const py::array& ids,
+               const py::array& grads, double lr, double beta1, double beta2, double eps,
+               std::int64_t step, double weight_decay) {
+    check_update_args(param, {{&m, "m"}, {&v, "v"}}, ids, grads);
+    if (step < 1) throw py::value_error("step must be >= 1 (it counts updates from 1)");
+    const std::int64_t d = param.shape(1);
+    const double step_size =
+        lr * std::sqrt(1.0 - std::pow(beta2, step)) / (1.0 - std::pow(beta1, step));
+    dispatch_float(param, "param", [&](auto tag) {
+        using T = decltype(tag);
+        const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
+        const T one_b1 = static_cast<T>(1.0 - beta1), one_b2 = static_cast<T>(1.0 - beta2);
+        const T lr_t = static_cast<T>(step_size), eps_t = static_cast<T>(eps);
+        const T wd = static_cast<T>(weight_decay);
+        T *w0 = data_of<T>(param), *m0 = data_of<T>(m), *v0 = data_of<T>(v);
+        for_each_merged_row<T>(param, ids, grads, [&](std::int64_t row, const T* g) {
+            T *w = w0 + row * d, *mr = m0 + row * d, *vr = v0 + row * d;
+            for (std::int64_t j = 0; j < d; ++j) {
+                const T gj = weight_decay != 0.0 ? g[j] + wd * w[j] : g[j];
+                mr[j] = b1 * mr[j] + one_b1 * gj;
+                vr[j] = b2 * vr[j] + one_b2 * (gj * gj);
+                w[j] -= lr_t * mr[j] / (std::sqrt(vr[j]) + eps_t);
+            }
+        });
+    });
+}
+
+// One row of FTRL-proximal; `power(a)` is a^(-lr_power). Written without branches so the
+// loop vectorises (the common lr_power = -0.5 instantiation uses sqrt).
+template <typename T, typename Power>
+void ftrl_row(T* w, T* acc, T* lin, const T* g, std::int64_t d, T lr, T l1, T two_l2,
+              Power power) {
+    for (std::int64_t j = 0; j < d; ++j) {
+        const T acc_new = acc[j] + g[j] * g[j];
+        const T p_new = power(acc_new);
+        const T z = lin[j] + (g[j] - (p_new - power(acc[j])) / lr * w[j]);
+        const bool active = std::abs(z) > l1;  // else the weight is exactly zero
+        // Selects, not a branch, on both operands keep the division unconditional (vectorisable).
+        const T numerator = active ? std::copysign(l1, z) - z : T(0);
+        const T quadratic = active ? p_new / lr + two_l2 : T(1);
+        w[j] = numerator / quadratic;
+        lin[j] = z;
+        acc[j] = acc_new;
+    }
+}
+
+// FTRL-proximal (McMahan et al.), in TensorFlow's ApplyFtrl form.
+void ftrl(py::array& param, py::array& accum, py::array& linear, const py::array& ids,
+          const py::array& grads, double lr, double l1, double l2, double lr_power) {
+    check_update_args(param, {{&accum, "accum"}, {&linear, "linear"}}, ids, grads);
+    if (lr <= 0.0) throw py::value_error("lr must be > 0");
+    const std::int64_t d = param.shape(1);
+    dispatch_float(param, "param", [&](auto tag) {
+        using T = decltype(tag);
+        const T lr_t = static_cast<T>(lr), l1_t = static_cast<T>(l1);
+        const T two_l2 = static_cast<T>(2.0 * l2), exponent = static_cast<T>(-lr_power);
+        T *w0 = data_of<T>(param), *a0 = data_of<T>(accum), *z0 = data_of<T>(linear);
+        for_each_merged_row<T>(param, ids, grads, [&](std::int64_t row, const T* g) {
+            const std::int64_t at = row * d;
+            if (lr_power == -0.5) {
+                ftrl_row(w0 + at, a0 + at, z0 + at, g, d, lr_t, l1_t, two_l2,
+                         [](T a) { return std::sqrt(a); });
+            } else {
+                ftrl_row(w0 + at, a0 + at, z0 + at, g, d, lr_t, l1_t, two_l2,
+                         [exponent](T a) { return std::pow(a, exponent); });
+            }
+        });
+    });
+}
+
+}  // namespace
+
+void register_sparse_optim(py::module_& m) {
+    m.def("sparse_sgd", &sparse_sgd, py::arg("param"), py::arg("ids"), py::arg("grads"),
+          py::arg("lr"), py::arg("weight_decay") = 0.0,
+          "param[id] -= lr * (g + weight_decay * param[id]) per distinct id.");
+    m.def("lazy_adam", &lazy_adam, py::arg("param"), py::arg("m"), py::arg("v"),
+          py::arg("ids"), py::arg("grads"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"),
+          py::arg("eps"), py::arg("step"), py::arg("weight_decay") = 0.0,
+          "Adam on the touched rows of param, m and v only.");
+    m.def("ftrl", &ftrl, py::arg("param"), py::arg("accum"), py::arg("linear"), py::arg("ids"),
+          py::arg("grads"), py::arg("lr"), py::arg("l1"), py::arg("l2"),
+          py::arg("lr_power") = -0.5, "FTRL-proximal on the touched rows.");
+}
+
+}  // namespace mtd

@@ -1,0 +1,156 @@
+"""Python front of the C++ kernels in ``minitorch_dist._C``.
+
+These wrappers validate arguments (with the same helpers as the NumPy twins), make inputs
+C-contiguous, flatten row tables to 2-D views and call the C++ loops, which run without the
+GIL. ``_C`` is None when the extension was not built (``IMPORT_ERROR`` says why); the
+package then uses the twins instead of these wrappers.
+"""
+import math
+
+import numpy as np
+
+from . import _checks as chk
+
+try:
+    from .. import _C
+    IMPORT_ERROR = None
+except ImportError as exc:
+    _C = None
+    IMPORT_ERROR = str(exc)
+
+
+def _row_size(a):
+    return math.prod(a.shape[1:])  # np.prod costs microseconds on a tuple
+
+
+def _rows2d(a):
+    """``a`` as a C-contiguous (rows, row_size) array (a view when a is already contiguous)."""
+    return np.ascontiguousarray(a).reshape(a.shape[0], _row_size(a))
+
+
+class _InPlace:
+    """Contiguous 2-D working views of arrays updated in place, written back if they were copies."""
+
+    def __init__(self, *arrays):
+        self.arrays = arrays
+        self.work = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
+
+    def views(self):
+        return [w.reshape(w.shape[0], _row_size(w)) for w in self.work]
+
+    def write_back(self):
+        for a, w in zip(self.arrays, self.work):
+            if w is not a:
+                a[...] = w
+
+
+def im2col(x, kh, kw, sh=1, sw=1, ph=0, pw=0, dh=1, dw=1, out=None):
+    x = chk.float_array(x, "x")
+    params = chk.conv_params(kh, kw, sh, sw, ph, pw, dh, dw)
+    n, c, _, _, oh, ow = chk.conv_geometry(x.shape, params)
+    out = chk.out_array(out, (n * oh * ow, c * params[0] * params[1]), x.dtype)
+    _C.im2col(np.ascontiguousarray(x), out, *params)
+    return out
+
+
+def col2im(cols, x_shape, kh, kw, sh=1, sw=1, ph=0, pw=0, dh=1, dw=1, out=None):
+    cols = chk.float_array(cols, "cols")
+    params = chk.conv_params(kh, kw, sh, sw, ph, pw, dh, dw)
+    geometry = chk.conv_geometry(x_shape, params)
+    chk.check_cols(cols, x_shape, geometry, params)
+    out = chk.out_array(out, geometry[:4], cols.dtype)
+    _C.col2im(np.ascontiguousarray(cols), out, *params)
+    return out
+
+
+def embedding_gather(table, ids):
+    table = np.asarray(table)
+    if table.ndim < 1:
+        raise ValueError("table must have a row axis, got a 0-d array")
+    ids = chk.index_array(ids)
+    out = np.empty(ids.shape + table.shape[1:], table.dtype)
+    _C.embedding_gather(_rows2d(table), np.ascontiguousarray(ids).reshape(-1),
+                        out.reshape(ids.size, _row_size(table)))
+    return out
+
+
+def scatter_add_rows(target, ids, values):
+    target = chk.table(chk.writable(target, "target"), "target")
+    ids = chk.index_array(ids)
+    values = np.asarray(values, dtype=target.dtype)
+    chk.rows_of(ids, values, target.shape[1:])
+    work = _InPlace(target)
+    _C.scatter_add_rows(work.views()[0], np.ascontiguousarray(ids).reshape(-1),
+                        np.ascontiguousarray(values).reshape(ids.size, _row_size(target)))
+    work.write_back()
+    return target
+
+
+def unique_merge(ids, values):
+    ids = chk.index_array(ids)
+    values = chk.merged_values(ids, values)
+    row_shape = values.shape[ids.ndim:]
+    flat_values = np.ascontiguousarray(values).reshape(ids.size, math.prod(row_shape))
+    unique, merged = _C.unique_merge(np.ascontiguousarray(ids).reshape(-1), flat_values)
+    return unique, merged.reshape((unique.size,) + row_shape)
+
+
+def _flat_update_args(param, ids, grads):
+    ids, grads = chk.update_args(param, ids, grads)
+    return (np.ascontiguousarray(ids).reshape(-1),
+            np.ascontiguousarray(grads).reshape(ids.size, _row_size(param)))
+
+
+def sparse_sgd(param, ids, grads, lr, weight_decay=0.0):
+    ids, grads = _flat_update_args(param, ids, grads)
+    work = _InPlace(param)
+    _C.sparse_sgd(*work.views(), ids, grads, float(lr), float(weight_decay))
+    work.write_back()
+    return param
+
+
+def lazy_adam(param, m, v, ids, grads, lr, beta1, beta2, eps, step, weight_decay=0.0):
+    ids, grads = _flat_update_args(param, ids, grads)
+    chk.state_tables(param, m=m, v=v)
+    step = chk.adam_step(step)
+    work = _InPlace(param, m, v)
+    _C.lazy_adam(*work.views(), ids, grads, float(lr), float(beta1), float(beta2), float(eps),
+                 step, float(weight_decay))
+    work.write_back()
+    return param
+
+
+def ftrl(param, accum, linear, ids, grads, lr, l1, l2, lr_power=-0.5):
+    ids, grads = _flat_update_args(param, ids, grads)
+    chk.state_tables(param, accum=accum, linear=linear)
+    lr = chk.ftrl_lr(lr)
+    work = _InPlace(param, accum, linear)
+    _C.ftrl(*work.views(), ids, grads, lr, float(l1), float(l2), float(lr_power))
+    work.write_back()
+    return param
+
+
+def topk_abs(flat, k):
+    flat = chk.float_array(flat, "flat")
+    k = chk.topk_count(flat, k)
+    return _C.topk_abs(np.ascontiguousarray(flat), k)
+
+
+def threshold_abs(flat, thr):
+    flat = chk.flat_1d(flat, "threshold_abs")
+    return _C.threshold_abs(np.ascontiguousarray(flat), float(thr))
+
+
+def fp16_pack(x, scale=1.0, out=None):
+    x = chk.float_array(x, "x")
+    out = chk.out_array(out, x.shape, np.float16)
+    _C.fp16_pack(np.ascontiguousarray(x), out, float(scale))
+    return out
+
+
+def fp16_unpack(h, scale=1.0, out=None):
+    h = chk.half_array(h)
+    scale = chk.unpack_scale(scale)
+    out = chk.out_array(out, h.shape, np.float32)
+    _C.fp16_unpack(np.ascontiguousarray(h), out, scale)
+    return out

@@ -1,0 +1,232 @@
+"""NumPy twins of the C++ host kernels: the test oracle, and the fallback when ``_C`` is absent.
+
+Each function has the same signature, results and errors as its C++ counterpart in
+``minitorch_dist.kernels``; they are written for clarity first, speed second.
+
+>>> import numpy as np
+>>> from minitorch_dist.kernels import reference as ref
+>>> ids, rows = ref.unique_merge(np.array([3, 1, 3]), np.array([[1.0], [2.0], [4.0]]))
+>>> ids.tolist(), rows.ravel().tolist()
+([1, 3], [2.0, 5.0])
+"""
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from . import _checks as chk
+
+
+# --- im2col / col2im ---------------------------------------------------------------------
+
+def im2col(x, kh, kw, sh=1, sw=1, ph=0, pw=0, dh=1, dw=1, out=None):
+    """Unfold (N, C, H, W) image patches into rows: returns (N*OH*OW, C*kh*kw).
+
+    Rows are ordered (n, oh, ow) and columns (c, i, j); the image is zero-padded by ph/pw on
+    each side and the kernel taps are dilation dh/dw apart.
+
+    >>> import numpy as np
+    >>> im2col(np.arange(9.0).reshape(1, 1, 3, 3), 2, 2).tolist()[0]
+    [0.0, 1.0, 3.0, 4.0]
+    """
+    x = chk.float_array(x, "x")
+    kh, kw, sh, sw, ph, pw, dh, dw = params = chk.conv_params(kh, kw, sh, sw, ph, pw, dh, dw)
+    n, c, h, w, oh, ow = chk.conv_geometry(x.shape, params)
+    out = chk.out_array(out, (n * oh * ow, c * kh * kw), x.dtype)
+    if ph or pw:
+        x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    s_n, s_c, s_h, s_w = x.strides
+    # A read-only 6-D view (n, oh, ow, c, i, j) of the padded image; one copy fills out.
+    patches = as_strided(x, (n, oh, ow, c, kh, kw),
+                         (s_n, s_h * sh, s_w * sw, s_c, s_h * dh, s_w * dw), writeable=False)
+    np.copyto(out.reshape(n, oh, ow, c, kh, kw), patches)
+    return out
+
+
+def col2im(cols, x_shape, kh, kw, sh=1, sw=1, ph=0, pw=0, dh=1, dw=1, out=None):
+    """Adjoint of :func:`im2col`: fold rows back into an image, summing overlapping patches.
+
+    >>> import numpy as np
+    >>> col2im(np.ones((4, 4)), (1, 1, 3, 3), 2, 2)[0, 0].tolist()
+    [[1.0, 2.0, 1.0], [2.0, 4.0, 2.0], [1.0, 2.0, 1.0]]
+    """
+    cols = chk.float_array(cols, "cols")
+    kh, kw, sh, sw, ph, pw, dh, dw = params = chk.conv_params(kh, kw, sh, sw, ph, pw, dh, dw)
+    geometry = n, c, h, w, oh, ow = chk.conv_geometry(x_shape, params)
+    chk.check_cols(cols, x_shape, geometry, params)
+    out = chk.out_array(out, (n, c, h, w), cols.dtype)
+    padded = np.zeros((n, c, h + 2 * ph, w + 2 * pw), cols.dtype)
+    patches = cols.reshape(n, oh, ow, c, kh, kw).transpose(0, 3, 1, 2, 4, 5)
+    for i in range(kh):
+        for j in range(kw):
+            rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+            columns = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+            padded[:, :, rows, columns] += patches[..., i, j]
+    out[...] = padded[:, :, ph:ph + h, pw:pw + w]
+    return out
+
+
+# --- embedding rows ----------------------------------------------------------------------
+
+def embedding_gather(table, ids):
+    """``table[ids]`` for ids of any shape: returns (*ids.shape, *table.shape[1:]).
+
+    Out-of-range ids (negative ones included) raise IndexError naming the id and the table size.
+
+    >>> import numpy as np
+    >>> embedding_gather(np.eye(3), np.array([[2], [0]])).shape
+    (2, 1, 3)
+    """
+    table = np.asarray(table)
+    if table.ndim < 1:
+        raise ValueError("table must have a row axis, got a 0-d array")
+    ids = chk.index_array(ids)
+    chk.check_ids(ids, table.shape[0])
+    return np.take(table, ids, axis=0)
+
+
+def scatter_add_rows(target, ids, values):
+    """In place ``target[ids[k]] += values[k]``; duplicate ids add up.
+
+    >>> import numpy as np
+    >>> t = np.zeros((3, 1))
+    >>> _ = scatter_add_rows(t, np.array([2, 2, 0]), np.ones((3, 1)))
+    >>> t.ravel().tolist()
+    [1.0, 0.0, 2.0]
+    """
+    target = chk.table(chk.writable(target, "target"), "target")
+    ids = chk.index_array(ids)
+    values = np.asarray(values, dtype=target.dtype)
+    chk.rows_of(ids, values, target.shape[1:])
+    chk.check_ids(ids, target.shape[0])
+    np.add.at(target, ids, values)
+    return target
+
+
+def unique_merge(ids, values):
+    """``(sorted distinct ids as int64, values summed per distinct id)``."""
+    ids = chk.index_array(ids)
+    values = chk.merged_values(ids, values)
+    row_shape = values.shape[ids.ndim:]
+    unique, inverse = np.unique(ids.reshape(-1), return_inverse=True)
+    merged = np.zeros((unique.size,) + row_shape, values.dtype)
+    np.add.at(merged, inverse, values.reshape((-1,) + row_shape))
+    return unique.astype(np.int64, copy=False), merged
+
+
+# --- sparse optimizer updates --------------------------------------------------------------
+
+def _merged_rows(param, ids, grads):
+    """Validated, duplicate-merged (rows, summed grads) for an in-place update of ``param``."""
+    ids, grads = chk.update_args(param, ids, grads)
+    chk.check_ids(ids, param.shape[0])
+    return unique_merge(ids, grads)
+
+
+def sparse_sgd(param, ids, grads, lr, weight_decay=0.0):
+    """In place ``param[id] -= lr * (g + weight_decay * param[id])`` once per distinct id."""
+    rows, g = _merged_rows(param, ids, grads)
+    if weight_decay:
+        g = g + weight_decay * param[rows]
+    param[rows] -= lr * g
+    return param
+
+
+def lazy_adam(param, m, v, ids, grads, lr, beta1, beta2, eps, step, weight_decay=0.0):
+    """Adam on the touched rows of param, m and v only (``step`` counts updates from 1).
+
+    The bias correction is folded into the step size, as in TensorFlow, MindSpore and
+    ``torch.optim.SparseAdam``: ``w -= lr*sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps)``.
+    ``weight_decay`` adds ``weight_decay * w`` to the gradient (L2 regularisation).
+    """
+    chk.state_tables(param, m=m, v=v)
+    step = chk.adam_step(step)
+    rows, g = _merged_rows(param, ids, grads)
+    w = param[rows]
+    if weight_decay:
+        g = g + weight_decay * w
+    m_rows = beta1 * m[rows] + (1.0 - beta1) * g
+    v_rows = beta2 * v[rows] + (1.0 - beta2) * (g * g)
+    step_size = lr * math.sqrt(1.0 - beta2 ** step) / (1.0 - beta1 ** step)
+    param[rows] = w - step_size * m_rows / (np.sqrt(v_rows) + eps)
+    m[rows] = m_rows
+    v[rows] = v_rows
+    return param
+
+
+def ftrl(param, accum, linear, ids, grads, lr, l1, l2, lr_power=-0.5):
+    """FTRL-proximal on the touched rows, in TensorFlow's ApplyFtrl form.
+
+    ``accum += g^2``; ``linear += g - (accum_new^-p - accum^-p)/lr * w``;
+    ``w = (sign(linear)*l1 - linear) / (accum_new^-p/lr + 2*l2)`` where ``|linear| > l1``,
+    else 0 (with ``p = lr_power``).
+    """
+    chk.state_tables(param, accum=accum, linear=linear)
+    lr = chk.ftrl_lr(lr)
+    rows, g = _merged_rows(param, ids, grads)
+    acc_old = accum[rows]
+    acc_new = acc_old + g * g
+    if lr_power == -0.5:
+        p_new, p_old = np.sqrt(acc_new), np.sqrt(acc_old)
+    else:
+        p_new, p_old = acc_new ** -lr_power, acc_old ** -lr_power
+    z = linear[rows] + (g - (p_new - p_old) / lr * param[rows])
+    quadratic = p_new / lr + 2.0 * l2
+    param[rows] = np.where(np.abs(z) > l1, (np.sign(z) * l1 - z) / quadratic, 0)
+    linear[rows] = z
+    accum[rows] = acc_new
+    return param
+
+
+# --- gradient sparsification -------------------------------------------------------------
+
+def topk_abs(flat, k):
+    """Ascending int64 indices of the k entries of 1-D ``flat`` with the largest ``|value|``.
+
+    >>> import numpy as np
+    >>> topk_abs(np.array([0.1, -3.0, 2.0, 0.5]), 2).tolist()
+    [1, 2]
+    """
+    flat = chk.float_array(flat, "flat")
+    k = chk.topk_count(flat, k)
+    n = flat.size
+    if k == 0 or k == n:
+        return np.arange(k, dtype=np.int64)
+    chosen = np.argpartition(np.abs(flat), n - k)[n - k:]
+    chosen.sort()
+    return chosen.astype(np.int64, copy=False)
+
+
+def threshold_abs(flat, thr):
+    """Ascending int64 indices where ``|flat| >= thr`` (compared in flat's dtype)."""
+    flat = chk.flat_1d(flat, "threshold_abs")
+    return np.flatnonzero(np.abs(flat) >= float(thr)).astype(np.int64, copy=False)
+
+
+# --- fp16 transport ------------------------------------------------------------------------
+
+def fp16_pack(x, scale=1.0, out=None):
+    """``float16(x * scale)``, the product taken in x's precision, rounded to nearest even.
+
+    >>> import numpy as np
+    >>> fp16_pack(np.array([1.0, 70000.0], np.float32), scale=0.5).tolist()
+    [0.5, 35008.0]
+    """
+    x = chk.float_array(x, "x")
+    out = chk.out_array(out, x.shape, np.float16)
+    scale = float(scale)
+    with np.errstate(over="ignore", invalid="ignore"):  # out-of-range values become inf
+        out[...] = x * scale if scale != 1.0 else x
+    return out
+
+
+def fp16_unpack(h, scale=1.0, out=None):
+    """``float32(h) / scale`` for a float16 array ``h``."""
+    h = chk.half_array(h)
+    scale = chk.unpack_scale(scale)
+    out = chk.out_array(out, h.shape, np.float32)
+    out[...] = h
+    if scale != 1.0:
+        with np.errstate(invalid="ignore"):  # NaN payloads pass through
+            out /= np.float32(scale)
+    return out
