@@ -88,7 +88,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=0.02)
+    parser.add_argument("--lr", type=float, default=0.03, help="peak learning rate")
     parser.add_argument("--data-dir", default=None, help="MNIST IDX files (default: the digits data)")
     parser.add_argument("--out-dir", default=os.path.join(HERE, "output"))
     args = parser.parse_args(argv)
@@ -99,7 +99,11 @@ def main(argv=None):
     test_data = create_dataset(data_dir, "test", 256, shuffle=False)
 
     net = CNN()
-    optimizer = nn.SGD(net.trainable_params(), args.lr, momentum=0.9, weight_decay=1e-5)
+    # SINGA's settings (momentum 0.9, weight decay 1e-5) with a cosine-decayed learning rate,
+    # so the last epochs settle instead of bouncing on this small data set
+    steps = train_data.get_dataset_size()
+    lr = nn.cosine_decay_lr(args.lr / 20, args.lr, steps * args.epochs, steps, args.epochs)
+    optimizer = nn.SGD(net.trainable_params(), lr, momentum=0.9, weight_decay=1e-5)
     model = Model(net, nn.CrossEntropyLoss(), optimizer, metrics={"accuracy"})
     report = EpochReport(model, test_data)
     model.train(args.epochs, train_data, callbacks=[report])
