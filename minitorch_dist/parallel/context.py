@@ -1,0 +1,79 @@
+"""The auto-parallel context: which parallel mode a training script runs in, MindSpore style.
+
+>>> import minitorch_dist as ms
+>>> ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
+>>> ms.get_auto_parallel_context("parallel_mode")
+'data_parallel'
+>>> ms.reset_auto_parallel_context()
+"""
+
+
+class ParallelMode:
+    """The parallel modes (MindSpore's string values)."""
+
+    STAND_ALONE = "stand_alone"
+    DATA_PARALLEL = "data_parallel"
+    HYBRID_PARALLEL = "hybrid_parallel"
+    SEMI_AUTO_PARALLEL = "semi_auto_parallel"
+    AUTO_PARALLEL = "auto_parallel"
+    MODE_LIST = (STAND_ALONE, DATA_PARALLEL, HYBRID_PARALLEL, SEMI_AUTO_PARALLEL, AUTO_PARALLEL)
+
+
+_DEFAULTS = {
+    "parallel_mode": ParallelMode.STAND_ALONE,
+    "gradients_mean": False,
+    "device_num": None,            # None: the communicator's group size
+    "global_rank": None,
+    "parameter_broadcast": False,
+    "pipeline_stages": 1,
+    "search_mode": "sharding_propagation",
+    "dataset_strategy": "data_parallel",
+    "full_batch": False,
+    "enable_parallel_optimizer": False,
+    "grad_accumulation_step": 1,
+    "strategy_ckpt_save_file": "",
+}
+_SEARCH_MODES = ("sharding_propagation", "dynamic_programming", "recursive_programming")
+_context = dict(_DEFAULTS)
+
+
+def _check(key, value):
+    if key not in _DEFAULTS:
+        raise ValueError(f"unknown auto-parallel option {key!r}; expected one of {sorted(_DEFAULTS)}")
+    if key == "parallel_mode" and value not in ParallelMode.MODE_LIST:
+        raise ValueError(f"parallel_mode must be one of {ParallelMode.MODE_LIST}, got {value!r}")
+    if key == "search_mode" and value not in _SEARCH_MODES:
+        raise ValueError(f"search_mode must be one of {_SEARCH_MODES}, got {value!r}")
+    if key in ("pipeline_stages", "grad_accumulation_step") and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{key} must be a positive int, got {value!r}")
+    if key in ("device_num", "global_rank") and value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ValueError(f"{key} must be a non-negative int, got {value!r}")
+    if key in ("gradients_mean", "parameter_broadcast", "full_batch", "enable_parallel_optimizer") \
+            and not isinstance(value, bool):
+        raise ValueError(f"{key} must be True or False, got {value!r}")
+
+
+def set_auto_parallel_context(**kwargs):
+    """Set parallel options: ``parallel_mode``, ``gradients_mean``, ``device_num``,
+    ``pipeline_stages``, ``search_mode``, ``dataset_strategy``, ``full_batch``, …"""
+    for key, value in kwargs.items():
+        _check(key, value)
+    _context.update(kwargs)
+
+
+def get_auto_parallel_context(key):
+    if key not in _DEFAULTS:
+        raise ValueError(f"unknown auto-parallel option {key!r}; expected one of {sorted(_DEFAULTS)}")
+    return _context[key]
+
+
+def reset_auto_parallel_context():
+    _context.clear()
+    _context.update(_DEFAULTS)
+
+
+def is_data_parallel():
+    """True when gradients must be reduced across ranks by the training wrappers."""
+    return _context["parallel_mode"] in (ParallelMode.DATA_PARALLEL, ParallelMode.HYBRID_PARALLEL)
