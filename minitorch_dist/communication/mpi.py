@@ -1,0 +1,198 @@
+"""``MPICommunicator``: the collectives over mpi4py's buffer (uppercase) calls.
+
+Arrays travel as they are: contiguous host arrays are handed to MPI without copies, results
+land in ``out`` (``MPI.IN_PLACE`` when ``out is array``) or one fresh array, and ``mean`` is a
+sum followed by an in-place division.
+
+float16: MPI has no standard half-precision type or arithmetic (some libraries add one,
+most do not), so float16 buffers are described to MPI as 16-bit integers (a view, no copy)
+and reduced with user-defined MPI ops that view the bytes as float16 and add (max, min,
+multiply) with NumPy. Accumulation is therefore in float16, pairwise in MPI's order, and
+the bytes on the wire stay half of float32's: the point of fp16 gradient compression.
+"""
+import numpy as np
+
+from .communicator import Communicator, Request
+from .local import check_group_ranks
+from .reduction import check_out, divide_in_place
+
+__all__ = ["MPICommunicator", "import_mpi"]
+
+_MPI = None
+_HALF_OPS = {}
+
+
+def import_mpi():
+    """``mpi4py.MPI`` (initializing MPI on first use) or a clear ImportError."""
+    global _MPI
+    if _MPI is None:
+        try:
+            from mpi4py import MPI
+        except ImportError as exc:
+            raise ImportError('the MPI backend needs mpi4py and an MPI library: '
+                              'pip install "minitorch_dist[mpi]"') from exc
+        _MPI = MPI
+    return _MPI
+
+
+def _mpi_op(op, dtype):
+    MPI = import_mpi()
+    if dtype != np.float16:
+        return {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN,
+                "prod": MPI.PROD}[op]
+    return _half_op(op)
+
+
+def _half_op(op):
+    """A commutative user-defined MPI op that reduces float16 data carried as uint16."""
+    name = "sum" if op == "mean" else op
+    if name not in _HALF_OPS:
+        ufunc = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}[name]
+
+        def reduce_half(inbuf, inoutbuf, datatype):
+            incoming = np.frombuffer(inbuf, dtype=np.float16)
+            accumulated = np.frombuffer(inoutbuf, dtype=np.float16)
+            ufunc(accumulated, incoming, out=accumulated)
+
+        _HALF_OPS[name] = import_mpi().Op.Create(reduce_half, commute=True)
+    return _HALF_OPS[name]
+
+
+def _wire(array):
+    """The buffer MPI sees: float16 as a uint16 view (no copy), everything else as is."""
+    return array.view(np.uint16) if array.dtype == np.float16 else array
+
+
+def _check_host(what, *arrays):
+    for array in arrays:
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"MPICommunicator.{what} works on NumPy host arrays, got "
+                            f"{type(array).__name__} (use the NCCL backend for GPU arrays)")
+        if not array.flags.c_contiguous:
+            raise ValueError(f"MPICommunicator.{what} needs C-contiguous arrays (no hidden "
+                             f"copies); got strides {array.strides} for shape {array.shape}")
+
+
+class MPICommunicator(Communicator):
+    """Collectives over an mpi4py communicator (``MPI.COMM_WORLD`` by default).
+
+    ``local_rank``/``local_size`` come from splitting by shared-memory node.
+    """
+
+    backend = "mpi"
+
+    def __init__(self, comm=None):
+        super().__init__()
+        MPI = import_mpi()
+        self.comm = MPI.COMM_WORLD if comm is None else comm
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        node = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+        self.local_rank, self.local_size = node.Get_rank(), node.Get_size()
+        node.Free()
+
+    # ---- reductions -----------------------------------------------------------------
+    def _reduce_args(self, array, out):
+        _check_host("allreduce", array)
+        check_out("allreduce", array, out)
+        if out is array:
+            return self._in_place(), array
+        result = np.empty_like(array) if out is None else out
+        _check_host("allreduce", result)
+        return _wire(array), result
+
+    def _in_place(self):
+        return import_mpi().IN_PLACE
+
+    def _allreduce(self, array, op, out):
+        send, result = self._reduce_args(array, out)
+        self.comm.Allreduce(send, _wire(result), op=_mpi_op(op, array.dtype))
+        return divide_in_place(result, self.size) if op == "mean" else result
+
+    def _iallreduce(self, array, op, out):
+        send, result = self._reduce_args(array, out)
+        request = self.comm.Iallreduce(send, _wire(result), op=_mpi_op(op, array.dtype))
+
+        def finish():
+            request.Wait()
+            return divide_in_place(result, self.size) if op == "mean" else result
+        return Request(finish)
+
+    def _reduce_scatter(self, array, op):
+        _check_host("reduce_scatter", array)
+        result = np.empty((array.shape[0] // self.size,) + array.shape[1:], array.dtype)
+        self.comm.Reduce_scatter_block(_wire(array), _wire(result),
+                                       op=_mpi_op(op, array.dtype))
+        return divide_in_place(result, self.size) if op == "mean" else result
+
+    # ---- gathers and broadcast ------------------------------------------------------
+    def _allgather(self, array):
+        _check_host("allgather", array)
+        result = np.empty((self.size,) + array.shape, array.dtype)
+        self.comm.Allgather(_wire(array), _wire(result))
+        return result
+
+    def _allgatherv(self, array):
+        _check_host("allgatherv", array)
+        counts = np.empty(self.size, np.int64)
+        self.comm.Allgather(np.array([array.shape[0]], np.int64), counts)
+        displacements = np.zeros(self.size, np.int64)
+        np.cumsum(counts[:-1], out=displacements[1:])
+        result = np.empty(int(counts.sum()), array.dtype)
+        layout = (counts.tolist(), displacements.tolist())
+        self.comm.Allgatherv(_wire(array), [_wire(result), layout])
+        return result, counts.tolist()
+
+    def _broadcast(self, array, root):
+        _check_host("broadcast", array)
+        self.comm.Bcast(_wire(array), root=root)
+        return array
+
+    # ---- point to point -------------------------------------------------------------
+    def _send(self, array, dest, tag):
+        _check_host("send", array)
+        self.comm.Send(_wire(array), dest=dest, tag=tag)
+
+    def _recv(self, out, source, tag):
+        _check_host("recv", out)
+        self.comm.Recv(_wire(out), source=source, tag=tag)
+        return out
+
+    def _isend(self, array, dest, tag):
+        _check_host("isend", array)
+        request = self.comm.Isend(_wire(array), dest=dest, tag=tag)
+
+        def finish():
+            request.Wait()
+        return Request(finish)
+
+    def _irecv(self, out, source, tag):
+        _check_host("irecv", out)
+        request = self.comm.Irecv(_wire(out), source=source, tag=tag)
+
+        def finish():
+            request.Wait()
+            return out
+        return Request(finish)
+
+    def _barrier(self):
+        self.comm.Barrier()
+
+    # ---- groups -----------------------------------------------------------------------
+    def split(self, ranks, name=None):
+        """A sub-communicator over ``ranks`` (collective over the members only; others get None)."""
+        ranks = check_group_ranks(ranks, self.size)
+        if self.rank not in ranks:
+            return None
+        group = self.comm.Get_group().Incl(list(ranks))
+        try:
+            sub = self.comm.Create_group(group)
+        finally:
+            group.Free()
+        return MPICommunicator(sub)
+
+    def close(self):
+        """Free the underlying communicator unless it is ``COMM_WORLD``/``COMM_SELF``."""
+        MPI = import_mpi()
+        if self.comm not in (MPI.COMM_WORLD, MPI.COMM_SELF) and self.comm != MPI.COMM_NULL:
+            self.comm.Free()
