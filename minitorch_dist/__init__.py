@@ -21,5 +21,8 @@ from . import nn, common, dataset
 from .nn import Parameter, ParameterTuple
 from . import train
 from .train import (Model, save_checkpoint, load_checkpoint, load_param_into_net)
+from .parallel.context import (ParallelMode, set_auto_parallel_context,
+                               get_auto_parallel_context, reset_auto_parallel_context)
+from . import communication, parallel
 
 __version__ = "0.1.0"

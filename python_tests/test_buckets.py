@@ -1,0 +1,182 @@
+"""Gradient fusion (``minitorch_dist.parallel.buckets``): plans, packing, fp16 casts, fused
+allreduce and broadcast over an in-process communicator."""
+import numpy as np
+import pytest
+
+import minitorch_dist as ms
+from minitorch_dist.communication import run_ranks
+from minitorch_dist.parallel.buckets import (Bucket, BucketedAllreduce, cast_from_half,
+                                             cast_to_half, fused_broadcast, pack, plan_buckets,
+                                             unpack)
+
+
+def layout(buckets):
+    return [(b.members, b.offsets, b.size, b.fused) for b in buckets]
+
+
+# ---- planning -------------------------------------------------------------------------------
+def test_small_tensors_share_a_bucket_with_running_offsets():
+    # capacity 40 bytes / 4 = 10 elements; 3 + 5 + 2 fills it exactly
+    plan = plan_buckets([3, 5, 2], itemsize=4, buff_size=40, threshold=100)
+    assert layout(plan) == [((0, 1, 2), (0, 3, 8), 10, True)]
+
+
+def test_tensor_exactly_filling_a_bucket_closes_it_and_leaves_no_empty_bucket():
+    assert layout(plan_buckets([10], 4, 40, 100)) == [((0,), (0,), 10, True)]
+    assert layout(plan_buckets([5, 5, 3], 4, 40, 100)) == [((0, 1), (0, 5), 10, True),
+                                                           ((2,), (0,), 3, True)]
+    assert plan_buckets([], 4, 40, 100) == []
+
+
+def test_tensor_that_does_not_fit_starts_a_new_bucket():
+    assert layout(plan_buckets([6, 5, 4], 4, 40, 100)) == [((0,), (0,), 6, True),
+                                                           ((1, 2), (0, 5), 9, True)]
+
+
+def test_tensor_larger_than_a_bucket_is_sent_alone_and_the_open_bucket_continues():
+    plan = plan_buckets([3, 25, 4], 4, 40, 100)
+    assert layout(plan) == [((1,), (0,), 25, False), ((0, 2), (0, 3), 7, True)]
+
+
+def test_tensor_at_or_above_threshold_is_sent_alone():
+    plan = plan_buckets([2, 8, 7], 4, 400, threshold=8)
+    assert layout(plan) == [((1,), (0,), 8, False), ((0, 2), (0, 2), 9, True)]
+
+
+def test_itemsize_sets_the_capacity():
+    # float16: 40 bytes hold 20 elements, float64 only 5
+    assert len(plan_buckets([10, 10], 2, 40, 100)) == 1
+    assert [b.members for b in plan_buckets([4, 4], 8, 40, 100)] == [(0,), (1,)]
+
+
+def test_members_names_are_kept():
+    plan = plan_buckets([2, 2], 4, 400, 100, members=[7, 3])
+    assert plan[0].members == (7, 3) and plan[0].slices() == [(7, 0, 2), (3, 2, 4)]
+
+
+@pytest.mark.parametrize("kwargs, word", [({"buff_size": 0}, "buff_size"),
+                                          ({"threshold": -1}, "threshold"),
+                                          ({"itemsize": 2.5}, "itemsize"),
+                                          ({"buff_size": True}, "buff_size")])
+def test_bad_plan_arguments(kwargs, word):
+    args = {"sizes": [1], "itemsize": 4, "buff_size": 40, "threshold": 10}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=f"plan_buckets: {word}"):
+        plan_buckets(**args)
+
+
+def test_plan_invariants_hold_for_random_sizes():
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+
+    @hypothesis.given(st.lists(st.integers(0, 40), max_size=30), st.integers(1, 64),
+                      st.sampled_from([2, 4, 8]), st.integers(1, 50))
+    def check(sizes, buff_size, itemsize, threshold):
+        plan = plan_buckets(sizes, itemsize, buff_size, threshold)
+        seen = sorted(m for b in plan for m in b.members)
+        assert seen == list(range(len(sizes)))               # every tensor exactly once
+        capacity = buff_size // itemsize
+        for b in plan:
+            assert b.members and b.size == sum(sizes[m] for m in b.members)
+            assert list(b.members) == sorted(b.members)       # order kept inside a bucket
+            if b.fused:
+                assert b.size <= capacity
+                assert all(sizes[m] < threshold for m in b.members)
+            else:
+                n = sizes[b.members[0]]
+                assert len(b.members) == 1 and (n >= threshold or n > capacity)
+
+    check()
+
+
+# ---- packing --------------------------------------------------------------------------------
+def test_pack_unpack_round_trip_restores_shapes_including_non_contiguous():
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((4, 6)).astype(np.float32)
+    arrays = [rng.standard_normal((2, 3)).astype(np.float32), base.T, base[:, ::2], None,
+              np.float32(rng.standard_normal()) * np.ones((), np.float32)]
+    shapes = [a.shape if a is not None else (5,) for a in arrays]
+    bucket = Bucket(range(5), [int(np.prod(s)) for s in shapes])
+    flat = pack(bucket, arrays, np.full(bucket.size, np.nan, np.float32))
+    assert bucket.offsets == (0, 6, 30, 42, 47) and bucket.size == 48
+    restored = dict(unpack(bucket, flat, shapes))
+    for pos, a in enumerate(arrays):
+        expected = np.zeros(5, np.float32) if a is None else a
+        assert restored[pos].shape == expected.shape
+        np.testing.assert_array_equal(restored[pos], expected)
+    assert np.shares_memory(restored[1], flat)     # views, not copies
+
+
+def test_fp16_casts_match_numpy():
+    x = np.array([[1.0, -2.5e-3], [70000.0, 3.0]], np.float32)
+    half = cast_to_half(np, x, np.empty(x.shape, np.float16), 0.25)
+    np.testing.assert_array_equal(half, (x.astype(np.float64) * 0.25).astype(np.float16))
+    back = cast_from_half(np, half, np.empty(x.shape, np.float32), 0.5)
+    np.testing.assert_array_equal(back, half.astype(np.float32) / np.float32(0.5))
+    back64 = cast_from_half(np, half, np.empty(x.shape, np.float64), 2.0)
+    np.testing.assert_array_equal(back64, half.astype(np.float64) / 2.0)
+    already = cast_to_half(np, half, np.empty(x.shape, np.float16), 2.0)   # fp16 input
+    np.testing.assert_array_equal(already, half * np.float16(2.0))
+
+
+# ---- collectives ----------------------------------------------------------------------------
+def _params(shapes_dtypes):
+    return [ms.Parameter(ms.Tensor(np.zeros(s, d)), name=f"p{i}")
+            for i, (s, d) in enumerate(shapes_dtypes)]
+
+
+def test_bucketed_allreduce_sums_per_dtype_group_and_divides():
+    spec = [((3,), np.float32), ((2, 2), np.float64), ((50,), np.float32), ((1,), np.float64)]
+
+    def run(comm):
+        params = _params(spec)
+        reducer = BucketedAllreduce(comm, buff_size=64)
+        grads = [np.full(s, comm.rank + 1.0 + i, d) for i, (s, d) in enumerate(spec)]
+        plan = reducer.plan(params, threshold=40)
+        pending = reducer.start(params, grads, threshold=40)
+        out = {}
+        for item in pending:
+            out.update({pos: g.copy() for pos, g in reducer.finish(params, item, divisor=3)[1]})
+        return plan, out
+
+    results = run_ranks(3, run)
+    plan = results[0][0]
+    assert {(b.members, str(dt)) for b, _, _, dt in plan} == \
+        {((0,), "float32"), ((2,), "float32"), ((1, 3), "float64")}
+    assert not [b for b, *_ in plan if b.members == (2,)][0].fused
+    for _, out in results:
+        for pos, (shape, dtype) in enumerate(spec):
+            expected = sum(np.full(shape, r + 1.0 + pos, dtype) for r in range(3)) / dtype(3)
+            assert out[pos].dtype == dtype
+            np.testing.assert_array_equal(out[pos], expected)
+
+
+def test_bucketed_allreduce_half_wire_and_clip():
+    def run(comm):
+        params = _params([((4,), np.float32)])
+        reducer = BucketedAllreduce(comm, buff_size=1024)
+        g = np.array([1.0, -300.0, 0.5, 1000.0], np.float32) * (comm.rank + 1)
+        pending = reducer.start(params, [g], 100, half=True, prescale=0.5, clip=100.0)
+        assert [b.dtype for b in reducer._buffers.values()] == [np.float16]   # the wire
+        flat, views = reducer.finish(params, pending[0], divisor=1.0)
+        return flat.copy(), comm.comm_stats()["bytes_sent"]
+
+    results = run_ranks(2, run)
+    clipped = [np.clip(np.array([1.0, -300.0, 0.5, 1000.0]) * k * 0.5, -100, 100) for k in (1, 2)]
+    np.testing.assert_allclose(results[0][0], clipped[0] + clipped[1], rtol=1e-3)
+    assert results[0][1] == 4 * 2          # four float16 values
+
+
+def test_fused_broadcast_copies_root_values_in_place():
+    def run(comm):
+        dev = ms.get_device("CPU")
+        arrays = [np.full((2, 3), comm.rank, np.float32), np.full(4, comm.rank * 10.0),
+                  np.full(1, comm.rank + 0.5, np.float32)]
+        fused_broadcast(comm, [(dev, a) for a in arrays], root=1)
+        return arrays, comm.comm_stats()["by_op"]["broadcast"]["calls"]
+
+    for arrays, calls in run_ranks(3, run):
+        assert calls == 2                   # one per dtype
+        np.testing.assert_array_equal(arrays[0], np.ones((2, 3)))
+        np.testing.assert_array_equal(arrays[1], np.full(4, 10.0))
+        np.testing.assert_array_equal(arrays[2], np.full(1, 1.5))
