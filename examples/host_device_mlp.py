@@ -1,14 +1,20 @@
-"""Seed 000 (MindSpore "Host&Device Heterogeneous"), single-process form.
+"""Seed 000 (MindSpore "Host&Device Heterogeneous"): the seed's whole script, data parallel.
 
-The seed's network and training loop with only the import lines changed: every Dense's
-MatMul and Add run on the host ("CPU") while the rest (flatten, ReLU, the loss) run on the
-device. Without a real GPU the device is minitorch_dist's virtual GPU, so every host↔device
-copy is made for real and counted; the placement report at the end shows where each
-primitive ran and the bytes that crossed.
+The seed's code with only the import lines changed: ``init()``, a dataset sharded by rank,
+every Dense's MatMul and Add on the host ("CPU") while the rest (flatten, ReLU, the loss)
+run on the device, and ``nn.DistributedGradReducer`` averaging the gradients over the ranks.
+Without a real GPU the device is minitorch_dist's virtual GPU, so every host<->device copy
+is made for real and counted; the placement report at the end shows where each primitive
+ran and the bytes that crossed.
 
-Data: the MNIST IDX files in $DATA_PATH, or scikit-learn's digits written as 28x28 MNIST files.
+One process is a world of one (the reducer then has nothing to do); under MPI every rank
+trains on its shard and the replicas stay identical (the last line of each rank shows a
+checksum of its parameters):
 
     python examples/host_device_mlp.py [--epochs 5]
+    python -m minitorch_dist.run -n 2 examples/host_device_mlp.py     # or: mpiexec -n 8 python ...
+
+Data: the MNIST IDX files in $DATA_PATH, or scikit-learn's digits written as 28x28 MNIST files.
 """
 import argparse
 import os
@@ -21,22 +27,27 @@ import minitorch_dist as ms                                      # was: import m
 import minitorch_dist.dataset as ds                              # was: import mindspore.dataset as ds
 from minitorch_dist import nn, ops                               # was: from mindspore import nn, ops
 from minitorch_dist.common.initializer import initializer       # was: from mindspore.common.initializer import initializer
+from minitorch_dist.communication import init, get_rank, get_group_size   # was: from mindspore.communication import ...
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--epochs", type=int, default=5)
 args = parser.parse_args()
 
-ms.set_context(mode=ms.GRAPH_MODE, device_target="GPU")
-ms.set_seed(1)
-
-if not os.getenv("DATA_PATH"):
+if not os.getenv("DATA_PATH"):   # every rank writes the same files into its own folder
     os.environ["DATA_PATH"] = ds.write_digits_as_mnist(tempfile.mkdtemp(prefix="digits_"), mnist_size=True)
 
+# ---- from here on, the seed's code ----
+ms.set_context(mode=ms.GRAPH_MODE, device_target="GPU")   # the seed's device comes from its package
+ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
+init()
+ms.set_seed(1)
 
-# ---- from here on, the seed's code (single process: no init(), no gradient reducer) ----
+
 def create_dataset(batch_size):
     dataset_path = os.getenv("DATA_PATH")
-    dataset = ds.MnistDataset(dataset_path, usage="train")
+    rank_id = get_rank()
+    rank_size = get_group_size()
+    dataset = ds.MnistDataset(dataset_path, num_shards=rank_size, shard_id=rank_id)
     image_transforms = [
         ds.vision.Rescale(1.0 / 255.0, 0),
         ds.vision.Normalize(mean=(0.1307,), std=(0.3081,)),
@@ -106,17 +117,22 @@ def forward_fn(data, target):
 
 
 grad_fn = ms.value_and_grad(forward_fn, None, net.trainable_params(), has_aux=True)
+grad_reducer = nn.DistributedGradReducer(optimizer.parameters)
 
 for epoch in range(args.epochs):
     i = 0
     for image, label in data_set:
         (loss_value, _), grads = grad_fn(image, label)
+        grads = grad_reducer(grads)
         optimizer(grads)
         if i % 100 == 0:
             print("epoch: %s, step: %s, loss is %s" % (epoch, i, loss_value))
         i += 1
 
-# ---- what the seed reads from the GLOG_v=1 log, as a table instead ----
-print()
-print(ms.placement_report())
-print("\ntransfers:", ms.transfer_stats())
+# ---- what the seed reads from the GLOG_v=1 log, as a table instead (rank 0) ----
+if get_rank() == 0:
+    print()
+    print(ms.placement_report())
+    print("\ntransfers:", ms.transfer_stats())
+checksum = sum(float(abs(p.asnumpy().astype("float64")).sum()) for p in net.trainable_params())
+print(f"rank {get_rank()}/{get_group_size()}: parameter checksum {checksum:.10e}")

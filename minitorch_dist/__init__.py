@@ -24,5 +24,6 @@ from .train import (Model, save_checkpoint, load_checkpoint, load_param_into_net
 from .parallel.context import (ParallelMode, set_auto_parallel_context,
                                get_auto_parallel_context, reset_auto_parallel_context)
 from . import communication, parallel
+from .parallel import DistOpt
 
 __version__ = "0.1.0"

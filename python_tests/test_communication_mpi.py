@@ -3,7 +3,6 @@ multiprocessing path (SINGA's ``python train.py N`` launch), and NCCL on a GPU.
 
 Every subprocess has a timeout; failure tests assert the job ended well within it.
 """
-import importlib.util
 import multiprocessing
 import os
 import socket
@@ -21,34 +20,12 @@ SCRIPTS = os.path.join(REPO, "python_tests", "mpi_scripts")
 sys.path.insert(0, SCRIPTS)
 from collective_checks import tcp_child  # noqa: E402
 
-JOB_TIMEOUT = 120
+from mpi_jobs import JOB_TIMEOUT, LAUNCH_TIMEOUT, launch, needs_mpi  # noqa: E402
 
 
-def _mpi_missing():
-    if importlib.util.find_spec("mpi4py") is None:
-        return "mpi4py is not installed"
-    from minitorch_dist.run import find_mpiexec
-    try:
-        find_mpiexec()
-    except FileNotFoundError:
-        return "no mpiexec on this machine"
-    return None
-
-
-needs_mpi = pytest.mark.skipif(_mpi_missing() is not None, reason=str(_mpi_missing()))
-
-
-def launch_script(n, *args, launcher_timeout=JOB_TIMEOUT - 20):
-    """Run the launcher in a subprocess; returns (completed process, elapsed seconds)."""
-    import subprocess
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")]))
-    start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "minitorch_dist.run", "-n", str(n),
-                           "--timeout", str(launcher_timeout), *args],
-                          cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=JOB_TIMEOUT)
-    return done, time.monotonic() - start
+def launch_script(n, script, *args, launcher_timeout=LAUNCH_TIMEOUT):
+    """Run ``script`` on ``n`` ranks through the launcher; (completed process, seconds)."""
+    return launch(n, script, *args, launcher_timeout=launcher_timeout)
 
 
 # ---- MPI ----------------------------------------------------------------------------------------

@@ -7,49 +7,22 @@ Every subprocess runs under a timeout; the launcher gets its own, shorter one.
 """
 import os
 import re
-import subprocess
 import sys
 import time
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(REPO, "python_tests", "mpi_scripts", "dist_opt_check.py")
-LAUNCH_TIMEOUT = 120          # the launcher kills the job after this (exit code 124)
-TEST_TIMEOUT = LAUNCH_TIMEOUT + 30
+from mpi_jobs import LAUNCH_TIMEOUT, SCRIPTS, launch, needs_mpi, run_process
 
-
-def _have_mpi():
-    try:
-        import mpi4py  # noqa: F401
-        from minitorch_dist import run
-        run.find_mpiexec()
-    except (ImportError, FileNotFoundError):
-        return False
-    return True
-
-
-needs_mpi = pytest.mark.skipif(not _have_mpi(), reason="needs mpi4py and mpiexec")
-
-
-def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")]))
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[var] = "1"
-    return env
+SCRIPT = os.path.join(SCRIPTS, "dist_opt_check.py")
 
 
 def _run(command):
-    start = time.monotonic()
-    done = subprocess.run(command, env=_env(), capture_output=True, text=True, cwd=REPO,
-                          timeout=TEST_TIMEOUT)
-    return done, time.monotonic() - start
+    return run_process(command)
 
 
 def mpi_job(n, *args):
-    return _run([sys.executable, "-m", "minitorch_dist.run", "-n", str(n), "--timeout",
-                 str(LAUNCH_TIMEOUT), SCRIPT, *args])
+    return launch(n, SCRIPT, *args)
 
 
 def _assert_matches_one_process(done, world, tol=1e-5):

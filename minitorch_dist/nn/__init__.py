@@ -5,3 +5,12 @@ from .layers import *     # noqa: F401,F403
 from .loss import *       # noqa: F401,F403
 from .wrappers import *   # noqa: F401,F403
 from .optim import *      # noqa: F401,F403
+
+
+def __getattr__(name):
+    # nn.DistributedGradReducer lives in the parallel layer, which is built on nn: import it
+    # on first use instead of making nn depend on parallel at import time.
+    if name == "DistributedGradReducer":
+        from ..parallel.grad_reducer import DistributedGradReducer
+        return DistributedGradReducer
+    raise AttributeError(f"module 'minitorch_dist.nn' has no attribute {name!r}")

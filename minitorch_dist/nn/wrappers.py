@@ -111,10 +111,27 @@ class TrainOneStepCell(_WrapperCell):
     def _make_grad_reducer(self):
         """The gradient reduction between computing gradients and applying them.
 
-        One process: the identity. Data-parallel training replaces this hook with
-        ``nn.DistributedGradReducer(self.weights, mean)`` (averaging over the ranks).
+        In data-parallel mode (``ms.set_auto_parallel_context(parallel_mode=DATA_PARALLEL)``)
+        with more than one rank: ``nn.DistributedGradReducer(self.weights)``, which averages
+        over the ranks when ``gradients_mean``; otherwise the identity. With
+        ``parameter_broadcast=True`` rank 0's parameter values are copied to every rank first.
         """
-        return _identity
+        from ..parallel.context import is_data_parallel
+        if not is_data_parallel():
+            return _identity
+        from .. import communication
+        if not communication.GlobalComm.INITED:
+            raise RuntimeError("TrainOneStepCell: data-parallel mode is set but the "
+                               "communication is not initialized; call "
+                               "minitorch_dist.communication.init() first")
+        if communication.get_group_size() == 1:
+            return _identity
+        from ..parallel.context import get_auto_parallel_context
+        from ..parallel.grad_reducer import DistributedGradReducer
+        reducer = DistributedGradReducer(self.weights)
+        if get_auto_parallel_context("parameter_broadcast"):
+            reducer.broadcast_parameters()
+        return reducer
 
     def construct(self, *inputs):
         loss, grads = self.grad_fn(*inputs)

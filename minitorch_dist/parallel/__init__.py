@@ -1,5 +1,11 @@
-"""Parallel training: the SINGA-style distributed optimizer ``DistOpt`` and its pieces."""
+"""Parallel training: data parallelism (``DistributedGradReducer``, the SINGA-style
+``DistOpt``) and the auto-parallel context."""
+from .context import (ParallelMode, set_auto_parallel_context, get_auto_parallel_context,
+                      reset_auto_parallel_context)
 from .dist_opt import DistOpt, DIST_OPTIONS
+from .grad_reducer import DistributedGradReducer
 from .loss_scale import DynamicLossScale
 
-__all__ = ["DistOpt", "DIST_OPTIONS", "DynamicLossScale"]
+__all__ = ["ParallelMode", "set_auto_parallel_context", "get_auto_parallel_context",
+           "reset_auto_parallel_context", "DistOpt", "DIST_OPTIONS", "DistributedGradReducer",
+           "DynamicLossScale"]

@@ -35,8 +35,8 @@ import numpy as np
 from .. import autograd
 from ..communication.communicator import Communicator
 from ..communication.reduction import array_module
-from ..row_tensor import RowTensor
 from ..tensor import Tensor
+from .grad_arrays import gradient_array
 from .buckets import BucketedAllreduce, fused_broadcast, pack, unpack
 from .loss_scale import resolve_loss_scale
 from .partial_update import PartialUpdateSchedule, average_chunk
@@ -144,7 +144,7 @@ class DistOpt:
                              f"{loss.shape}")
         seed = loss.device.xp.full(loss.shape, self._scale(), loss.dtype)
         found = autograd.run_backward([loss], [seed], targets=list(self.parameters))
-        return [self._as_array(g, p) for g, p in zip(found, self.parameters)]
+        return [gradient_array(g, p, "DistOpt") for g, p in zip(found, self.parameters)]
 
     def step(self, grads, dist_option="fp32", spars=None, topK=None, corr=True,
              threshold=DEFAULT_THRESHOLD, clipping=False, clip_Value=100):
@@ -279,28 +279,13 @@ class DistOpt:
         flag = xp.array([0.0 if local else 1.0], xp.float32)
         return float(self.communicator.allreduce(flag, "max")[0]) == 0.0
 
-    def _as_array(self, grad, param):
-        if grad is None:
-            return None
-        if isinstance(grad, RowTensor):
-            grad = grad.to_dense()
-        if isinstance(grad, Tensor):
-            data = grad.data if grad.device is param.device else \
-                param.device.copy_from(grad.data, grad.device)
-        else:
-            data = param.device.xp.asarray(grad)
-        if tuple(data.shape) != param.shape:
-            raise ValueError(f"DistOpt: gradient for parameter {param.name!r} has shape "
-                             f"{tuple(data.shape)}, expected {param.shape}")
-        return data if data.dtype == param.dtype else data.astype(param.dtype)
-
     def _gradients(self, grads):
         params = self.parameters
         if not isinstance(grads, (tuple, list)) or len(grads) != len(params):
             got = len(grads) if isinstance(grads, (tuple, list)) else type(grads).__name__
             raise ValueError(f"DistOpt.step: expected a tuple of {len(params)} gradients aligned "
                              f"with opt.parameters, got {got}")
-        return [self._as_array(g, p) for g, p in zip(grads, params)]
+        return [gradient_array(g, p, "DistOpt") for g, p in zip(grads, params)]
 
     def _comm_totals(self):
         stats = self.communicator.comm_stats()
