@@ -357,3 +357,13 @@ def test_launcher_environment_is_detected(monkeypatch):
         assert C.launched_world_size() is None
     monkeypatch.setenv("PMI_SIZE", "8")
     assert C.launched_world_size() == 8
+
+
+def test_non_arrays_are_a_type_error_naming_the_call():
+    """Regression: a list passed to a collective raised AttributeError ('nbytes')."""
+    from minitorch_dist.communication import LocalCommunicator
+    (comm,) = LocalCommunicator.create(1)
+    for call in (lambda: comm.allreduce([1.0, 2.0]), lambda: comm.broadcast([1.0]),
+                 lambda: comm.allgatherv([1.0]), lambda: comm.send([1.0], 0)):
+        with pytest.raises(TypeError, match="expects a NumPy or CuPy array, got list"):
+            call()

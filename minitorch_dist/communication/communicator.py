@@ -70,23 +70,27 @@ class Communicator(abc.ABC):
     # ---- collectives ------------------------------------------------------------------
     def allreduce(self, array, op="sum", out=None):
         """Elementwise reduction over ranks; ``out`` may be ``array`` itself (in place)."""
+        _check_array("allreduce", array)
         _check_op(op)
         self._count("allreduce", array.nbytes)
         return self._allreduce(array, op, out)
 
     def iallreduce(self, array, op="sum", out=None):
         """Nonblocking allreduce; returns a ``Request`` whose ``wait()`` gives the result."""
+        _check_array("iallreduce", array)
         _check_op(op)
         self._count("allreduce", array.nbytes)
         return self._iallreduce(array, op, out)
 
     def allgather(self, array):
         """Every rank's equally shaped ``array``, stacked: shape ``(size, *array.shape)``."""
+        _check_array("allgather", array)
         self._count("allgather", array.nbytes)
         return self._allgather(array)
 
     def allgatherv(self, array):
         """1-D arrays of different lengths, concatenated in rank order; returns (data, counts)."""
+        _check_array("allgatherv", array)
         if array.ndim != 1:
             raise ValueError(f"allgatherv expects a 1-D array, got shape {array.shape}")
         self._count("allgatherv", array.nbytes)
@@ -94,12 +98,14 @@ class Communicator(abc.ABC):
 
     def broadcast(self, array, root=0):
         """Root's ``array`` copied into every rank's ``array`` (in place); returns it."""
+        _check_array("broadcast", array)
         _check_rank(root, self.size, "root")
         self._count("broadcast", array.nbytes if self.rank == root else 0)
         return self._broadcast(array, root)
 
     def reduce_scatter(self, array, op="sum"):
         """Reduce over ranks, then rank ``r`` keeps chunk ``r`` of axis 0 (divisible by size)."""
+        _check_array("reduce_scatter", array)
         _check_op(op)
         if array.shape[0] % self.size:
             raise ValueError(f"reduce_scatter needs axis 0 ({array.shape[0]}) divisible by the "
@@ -108,22 +114,26 @@ class Communicator(abc.ABC):
         return self._reduce_scatter(array, op)
 
     def send(self, array, dest, tag=0):
+        _check_array("send", array)
         _check_rank(dest, self.size, "dest")
         self._count("send", array.nbytes)
         self._send(array, dest, tag)
 
     def recv(self, out, source, tag=0):
         """Receive into ``out`` (its shape and dtype must match what was sent); returns it."""
+        _check_array("recv", out)
         _check_rank(source, self.size, "source")
         self._count("recv", 0)
         return self._recv(out, source, tag)
 
     def isend(self, array, dest, tag=0):
+        _check_array("isend", array)
         _check_rank(dest, self.size, "dest")
         self._count("send", array.nbytes)
         return self._isend(array, dest, tag)
 
     def irecv(self, out, source, tag=0):
+        _check_array("irecv", out)
         _check_rank(source, self.size, "source")
         self._count("recv", 0)
         return self._irecv(out, source, tag)
@@ -183,3 +193,22 @@ def _check_op(op):
 def _check_rank(rank, size, what):
     if not isinstance(rank, int) or not 0 <= rank < size:
         raise ValueError(f"{what} rank must be an int in [0, {size}), got {rank!r}")
+
+
+def check_buffers(owner, what, arrays, array_type, kind, hint=""):
+    """Backends move C-contiguous buffers of their own array type, with no hidden copies:
+    anything else is a TypeError/ValueError naming the backend, the call and the array."""
+    for array in arrays:
+        if not isinstance(array, array_type):
+            raise TypeError(f"{owner}.{what} works on {kind} arrays, got "
+                            f"{type(array).__name__}{hint}")
+        if not array.flags.c_contiguous:
+            raise ValueError(f"{owner}.{what} needs C-contiguous arrays (no hidden copies); "
+                             f"got strides {array.strides} for shape {array.shape}")
+
+
+def _check_array(what, array):
+    if not (hasattr(array, "nbytes") and hasattr(array, "dtype") and hasattr(array, "shape")):
+        raise TypeError(f"Communicator.{what} expects a NumPy or CuPy array, got "
+                        f"{type(array).__name__}; convert with numpy.asarray (or "
+                        "tensor.asnumpy()) first")

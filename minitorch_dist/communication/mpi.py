@@ -12,7 +12,7 @@ the bytes on the wire stay half of float32's: the point of fp16 gradient compres
 """
 import numpy as np
 
-from .communicator import Communicator, Request
+from .communicator import Communicator, Request, check_buffers
 from .local import check_group_ranks
 from .reduction import check_out, divide_in_place
 
@@ -64,13 +64,8 @@ def _wire(array):
 
 
 def _check_host(what, *arrays):
-    for array in arrays:
-        if not isinstance(array, np.ndarray):
-            raise TypeError(f"MPICommunicator.{what} works on NumPy host arrays, got "
-                            f"{type(array).__name__} (use the NCCL backend for GPU arrays)")
-        if not array.flags.c_contiguous:
-            raise ValueError(f"MPICommunicator.{what} needs C-contiguous arrays (no hidden "
-                             f"copies); got strides {array.strides} for shape {array.shape}")
+    check_buffers("MPICommunicator", what, arrays, np.ndarray, "NumPy host",
+                  " (use the NCCL backend for GPU arrays)")
 
 
 class MPICommunicator(Communicator):

@@ -15,7 +15,7 @@ are posted, so a ``tag`` is accepted but does not reorder anything. CuPy is impo
 """
 import numpy as np
 
-from .communicator import Communicator, Request
+from .communicator import Communicator, Request, check_buffers
 from .reduction import divide_in_place
 
 __all__ = ["NCCLCommunicator"]
@@ -89,13 +89,8 @@ class NCCLCommunicator(Communicator):
 
     # ---- stream ordering ------------------------------------------------------------
     def _check(self, what, *arrays):
-        for array in arrays:
-            if not isinstance(array, self._cupy.ndarray):
-                raise TypeError(f"NCCLCommunicator.{what} works on CuPy arrays, got "
-                                f"{type(array).__name__} (use MPI or TCP for host arrays)")
-            if not array.flags.c_contiguous:
-                raise ValueError(f"NCCLCommunicator.{what} needs C-contiguous arrays, got "
-                                 f"strides {array.strides} for shape {array.shape}")
+        check_buffers("NCCLCommunicator", what, arrays, self._cupy.ndarray, "CuPy",
+                      " (use MPI or TCP for host arrays)")
 
     def _start(self):
         self.stream.wait_event(self._cupy.cuda.get_current_stream().record())

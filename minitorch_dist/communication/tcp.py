@@ -24,7 +24,7 @@ import zlib
 
 import numpy as np
 
-from .communicator import Communicator, Request
+from .communicator import Communicator, Request, check_buffers
 from .local import check_group_ranks
 from .reduction import check_out, reduce_arrays
 from .unique_id import LOOPBACK
@@ -393,9 +393,4 @@ class TCPCommunicator(Communicator):
 
 
 def _check_host(what, array):
-    if not isinstance(array, np.ndarray):
-        raise TypeError(f"TCPCommunicator.{what} works on NumPy host arrays, got "
-                        f"{type(array).__name__}")
-    if not array.flags.c_contiguous:
-        raise ValueError(f"TCPCommunicator.{what} needs C-contiguous arrays; got strides "
-                         f"{array.strides} for shape {array.shape}")
+    check_buffers("TCPCommunicator", what, (array,), np.ndarray, "NumPy host")
