@@ -6,8 +6,8 @@ import pytest
 import minitorch_dist as ms
 from minitorch_dist.communication import run_ranks
 from minitorch_dist.parallel.buckets import (Bucket, BucketedAllreduce, cast_from_half,
-                                             cast_to_half, fused_broadcast, pack, plan_buckets,
-                                             unpack)
+                                             cast_to_half, fused_broadcast, launch_allreduce,
+                                             pack, plan_buckets, unpack)
 
 
 def layout(buckets):
@@ -105,6 +105,48 @@ def test_pack_unpack_round_trip_restores_shapes_including_non_contiguous():
         assert restored[pos].shape == expected.shape
         np.testing.assert_array_equal(restored[pos], expected)
     assert np.shares_memory(restored[1], flat)     # views, not copies
+
+
+def test_pack_scales_while_copying_and_zeroes_missing_gradients():
+    arrays = [np.arange(6.0, dtype=np.float32).reshape(2, 3).T, None, np.ones(2, np.float32)]
+    bucket = Bucket([0, 1, 2], [6, 4, 2])
+    out = pack(bucket, arrays, np.full(12, np.nan, np.float32), scale=0.25)
+    np.testing.assert_array_equal(out[:6], arrays[0].ravel() * np.float32(0.25))
+    np.testing.assert_array_equal(out[6:10], 0)
+    np.testing.assert_array_equal(out[10:], 0.25)
+
+
+def test_launch_allreduce_blocks_where_the_communicator_cannot_progress_alone():
+    def refuse(*args, **kwargs):
+        raise AssertionError("iallreduce used where the blocking call was asked for")
+
+    def run(comm):
+        comm.progresses_in_background = False      # as MPICommunicator says of itself
+        comm.iallreduce = refuse
+        out = np.empty(3)
+        request = launch_allreduce(comm, np.full(3, comm.rank + 1.0), out)
+        return request.wait().copy(), comm.comm_stats()["by_op"]["allreduce"]["calls"]
+
+    for result, calls in run_ranks(2, run):
+        np.testing.assert_array_equal(result, [3.0, 3.0, 3.0])
+        assert calls == 1
+
+
+def test_prescale_is_applied_once_to_packed_and_to_alone_buckets():
+    spec = [((3,), np.float32), ((50,), np.float32)]     # one packed, one sent alone
+
+    def run(comm):
+        params = _params(spec)
+        reducer = BucketedAllreduce(comm, buff_size=64)
+        grads = [np.full(s, comm.rank + 1.0, d) for s, d in spec]
+        out = {}
+        for item in reducer.start(params, grads, threshold=40, prescale=0.5):
+            out.update({pos: g.copy() for pos, g in reducer.finish(params, item, divisor=1)[1]})
+        return out
+
+    for out in run_ranks(2, run):
+        np.testing.assert_array_equal(out[0], np.full(3, 1.5, np.float32))
+        np.testing.assert_array_equal(out[1], np.full(50, 1.5, np.float32))
 
 
 def test_fp16_casts_match_numpy():

@@ -70,8 +70,9 @@ def test_construction_broadcasts_rank0_parameters_and_sets_ranks():
     lambda ps: nn.SGD(ps, 0.1, momentum=0.9, weight_decay=0.01),
     lambda ps: nn.Adam(ps, 0.01)], ids=["sgd_momentum", "adam"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_fp32_step_equals_closed_form_mean_exactly(make_opt, dtype):
-    world, steps = 3, 3
+@pytest.mark.parametrize("world", [3, 4], ids=["divide_after", "prescale_power_of_two"])
+def test_fp32_step_equals_closed_form_mean_exactly(make_opt, dtype, world):
+    steps = 3
 
     def run(comm):
         params = make_params(comm.rank, dtype=dtype)

@@ -47,6 +47,9 @@ class Communicator(abc.ABC):
     local_rank = 0
     local_size = 1
     backend = "abstract"
+    # True where a nonblocking collective advances while the caller computes (NCCL on its
+    # stream, threads). False tells callers to prefer the blocking call, see MPICommunicator.
+    progresses_in_background = True
 
     def __init__(self):
         self._calls = defaultdict(int)

@@ -75,6 +75,10 @@ class MPICommunicator(Communicator):
     """
 
     backend = "mpi"
+    # Open MPI advances a nonblocking collective only inside later MPI calls, and its
+    # Iallreduce uses slower algorithms than the tuned blocking Allreduce (1.2-1.8x on
+    # 1-2 MB host buffers between 2 ranks here), so waiting on it right away costs more.
+    progresses_in_background = False
 
     def __init__(self, comm=None):
         super().__init__()

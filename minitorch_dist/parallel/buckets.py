@@ -13,7 +13,9 @@ Horovod's tensor fusion, PyTorch DDP's buckets):
 
 ``BucketedAllreduce`` keeps the plans and the buffers between steps and launches one
 nonblocking allreduce per bucket as soon as it is packed, so the network works on bucket
-``j`` while the host packs bucket ``j + 1`` and updates the parameters of bucket ``j - 1``.
+``j`` while the host packs bucket ``j + 1`` and updates the parameters of bucket ``j - 1``
+(where the communicator cannot progress in the background, MPI, each bucket is reduced by
+the faster blocking call instead: see ``launch_allreduce``).
 
 >>> [b.members for b in plan_buckets([3, 5, 100, 2], itemsize=4, buff_size=32, threshold=50)]
 [(0, 1), (2,), (3,)]
@@ -21,9 +23,11 @@ nonblocking allreduce per bucket as soon as it is packed, so the network works o
 import numpy as np
 
 from .. import kernels
+from ..communication.reduction import array_module
+from ..communication.communicator import Request
 
 __all__ = ["Bucket", "plan_buckets", "pack", "unpack", "cast_to_half", "cast_from_half",
-           "BucketedAllreduce", "fused_broadcast"]
+           "launch_allreduce", "BucketedAllreduce", "fused_broadcast"]
 
 
 class Bucket:
@@ -86,14 +90,19 @@ def plan_buckets(sizes, itemsize, buff_size, threshold, members=None):
     return buckets
 
 
-def pack(bucket, arrays, out):
-    """Copy ``arrays[position]`` of every member into its slice of the flat ``out`` (None -> 0)."""
+def pack(bucket, arrays, out, scale=1.0):
+    """Copy ``arrays[position] * scale`` of every member into its slice of the flat ``out``
+    (None -> 0). Scaling while copying saves a separate pass over the buffer."""
     for pos, start, stop in bucket.slices():
         a = arrays[pos]
         if a is None:
             out[start:stop] = 0
-        else:   # copy through a shaped view: no temporary even for non-contiguous gradients
-            out[start:stop].reshape(a.shape)[...] = a
+            continue
+        view = out[start:stop].reshape(a.shape)   # no temporary even for non-contiguous input
+        if scale == 1.0:
+            view[...] = a
+        else:
+            array_module(out).multiply(a, scale, out=view, casting="unsafe")
     return out
 
 
@@ -124,10 +133,21 @@ def cast_from_half(xp, src, dst, scale=1.0):
     return dst
 
 
+def launch_allreduce(comm, array, out):
+    """Start a sum-allreduce of ``array`` into ``out``; a ``Request`` either way.
+
+    Nonblocking where the communicator progresses in the background; otherwise the blocking
+    call, which is faster there and lets nothing overlap that could have overlapped.
+    """
+    if comm.progresses_in_background:
+        return comm.iallreduce(array, out=out)
+    return Request.completed(comm.allreduce(array, out=out))
+
+
 class BucketedAllreduce:
     """Fused, nonblocking sum-allreduce of one gradient per parameter.
 
-    ``start`` packs every bucket and launches its ``iallreduce`` right away; ``finish`` waits
+    ``start`` packs every bucket and launches its allreduce right away; ``finish`` waits
     for one bucket and returns ``(flat result, [(position, view)])``. Plans and buffers are
     cached per (threshold, wire dtype): parameter shapes do not change between steps.
     Gradients are grouped by (device, dtype) first, since one buffer holds one dtype.
@@ -168,7 +188,9 @@ class BucketedAllreduce:
         """Pack and launch every bucket; returns the pending list for ``finish``.
 
         ``half``: the wire carries ``float16(grad * prescale)``, clamped to ``±clip`` (in
-        wire units) when ``clip`` is given. Otherwise the gradients travel as they are.
+        wire units) when ``clip`` is given. Otherwise the wire carries ``grad * prescale``
+        for packed buckets and the gradient itself for one sent alone (``finish`` applies
+        the prescale it still owes).
         """
         pending = []
         for bucket, device, wire, dtype in self.plan(params, threshold, half):
@@ -184,25 +206,31 @@ class BucketedAllreduce:
                 if clip is not None:
                     bound = float(np.float16(min(float(clip), 65504.0)))
                     xp.clip(send, -bound, bound, out=send)
-                request = self.comm.iallreduce(send, out=send)
+                request, owed = launch_allreduce(self.comm, send, send), 1.0
             else:
                 g = grads[bucket.members[0]]
                 if not bucket.fused and g is not None and g.flags.c_contiguous:
-                    request = self.comm.iallreduce(g.reshape(-1), out=send)   # no packing copy
+                    # no packing copy: the prescale is applied to the result instead
+                    request = launch_allreduce(self.comm, g.reshape(-1), send)
+                    owed = prescale
                 else:
-                    request = self.comm.iallreduce(pack(bucket, grads, send), out=send)
-            pending.append((bucket, device, dtype, half, request))
+                    request = launch_allreduce(self.comm, pack(bucket, grads, send, prescale),
+                                               send)
+                    owed = 1.0
+            pending.append((bucket, device, dtype, half, request, owed))
         return pending
 
     def finish(self, params, item, divisor):
         """Wait for one pending bucket; the result (sum / ``divisor``) and per-parameter views."""
-        bucket, device, dtype, half, request = item
+        bucket, device, dtype, half, request, owed = item
         reduced = request.wait()
         if half:
             flat = cast_from_half(device.xp, reduced, self.buffer("recv", bucket, device, dtype),
                                   divisor)
         else:
             flat = reduced
+            if owed != 1.0:
+                flat *= owed
             if divisor != 1:
                 flat /= divisor
         return flat, unpack(bucket, flat, [p.shape for p in params])

@@ -206,9 +206,12 @@ class DistOpt:
         params, world, scale = self.parameters, self.world_size, self._scale()
         # fp16: divide by the world size before casting, so the sum cannot exceed the largest
         # local value; the loss scale stays on the wire (that is what keeps small values alive).
-        prescale = 1.0 / world if half else 1.0
+        # fp32 with a power-of-two world: dividing first is exact (a power-of-two scale commutes
+        # with rounding), so it rides along with the packing copy instead of a pass of its own.
+        early = half or (world & (world - 1)) == 0
+        prescale = 1.0 / world if early else 1.0
         wire_clip = None if clip is None else clip * scale * prescale
-        divisor = scale if half else world * scale
+        divisor = scale if early else world * scale
         pending = self._fused.start(params, grads, threshold, half, prescale, wire_clip)
         if self.loss_scale is None:    # update each bucket's parameters as soon as it arrives
             for item in pending:

@@ -28,7 +28,7 @@ import numpy as np
 from ..nn.cell import Cell
 from ..row_tensor import RowTensor
 from ..tensor import Tensor
-from .buckets import BucketedAllreduce, fused_broadcast, pack, unpack
+from .buckets import BucketedAllreduce, fused_broadcast, launch_allreduce, pack, unpack
 from .context import get_auto_parallel_context
 from .grad_arrays import gradient_array
 
@@ -117,9 +117,9 @@ class DistributedGradReducer(Cell):
             flat = device.xp.empty(bucket.size, dtype)
             g = arrays[bucket.members[0]]
             if not bucket.fused and g is not None and g.flags.c_contiguous:
-                request = comm.iallreduce(g.reshape(-1), out=flat)
+                request = launch_allreduce(comm, g.reshape(-1), flat)
             else:
-                request = comm.iallreduce(pack(bucket, arrays, flat), out=flat)
+                request = launch_allreduce(comm, pack(bucket, arrays, flat), flat)
             pending.append((bucket, device, request))
         out = [None] * len(params)
         for bucket, device, request in pending:
