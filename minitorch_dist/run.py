@@ -99,6 +99,9 @@ def build_command(n, argv, mpiexec, python=None, flavor="openmpi", is_root=None,
 def rank_environment(env=None):
     """``env`` (default: this process's) with one BLAS/OpenMP thread unless already set.
 
+    Open MPI ranks also yield the core while they wait: with more ranks than idle cores
+    (the usual laptop case) busy-polling ranks starve the rank doing the work.
+
     >>> rank_environment({"OMP_NUM_THREADS": "4"})["OMP_NUM_THREADS"], \\
     ...     rank_environment({})["OPENBLAS_NUM_THREADS"]
     ('4', '1')
@@ -106,6 +109,7 @@ def rank_environment(env=None):
     env = dict(os.environ if env is None else env)
     for name in THREAD_VARIABLES:
         env.setdefault(name, "1")
+    env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
     return env
 
 

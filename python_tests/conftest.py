@@ -17,6 +17,10 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
+# The scripts under mpi_scripts/ run as MPI ranks; importing them for doctest collection
+# would run their argument parsing and collectives in the pytest process.
+collect_ignore = ["mpi_scripts"]
+
 import minitorch_dist as ms  # noqa: E402
 from minitorch_dist.backend import cupy_or_none  # noqa: E402
 

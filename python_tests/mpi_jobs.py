@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from minitorch_dist.run import rank_environment
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(REPO, "python_tests", "mpi_scripts")
 JOB_TIMEOUT = 150              # the subprocess is killed after this
@@ -34,11 +36,11 @@ needs_mpi = pytest.mark.skipif(mpi_missing() is not None, reason=str(mpi_missing
 
 
 def child_env(extra=None):
-    env = dict(os.environ)
+    env = rank_environment()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")]))
     env["MPLBACKEND"] = "Agg"
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[var] = "1"
+        env[var] = "1"     # even where the caller's environment asks for more
     env.update(extra or {})
     return env
 
