@@ -5,18 +5,25 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
 #include "common.h"
 #include "kernels.h"
 
+#if defined(__SSE2__) || defined(_M_X64)
+#define MTD_SSE2 1
+#include <emmintrin.h>
+#endif
+
 namespace mtd {
 namespace {
 
-// Selection scans x in blocks of 64: a vectorisable count rejects blocks without a hit (most
-// of them when the selection is sparse) and a branch-free loop lists the hits of the others,
-// so neither case pays for mispredicted branches.
+// Top-k's candidate scan reads x in blocks of 64: a vectorisable count rejects blocks without
+// a hit (most of them when the selection is sparse) and a branch-free loop lists the hits of
+// the others, so neither case pays for mispredicted branches. (Threshold selection keeps bit
+// masks instead; see below.)
 constexpr std::int64_t kBlock = 64;
 
 template <typename T, typename Pred>
@@ -162,42 +169,167 @@ py::array_t<std::int64_t> topk_abs(const py::array& flat, std::int64_t k) {
     return out;
 }
 
+// ---- threshold selection ---------------------------------------------------------------
+// Two passes: the first reads x once and keeps one 64-bit hit mask per block of 64 entries
+// (n/8 bytes in all), the second reads only the masks and writes the result, allocated at its
+// exact size in between. Blocks without a hit cost one compare in the second pass, full ones
+// are an iota, and the others list their set bits, so the dense and sparse cases both stay
+// near the cost of writing the output.
+using HitMask = std::uint64_t;
+
+inline int popcount64(HitMask m) {
+#if defined(__GNUC__)
+    return __builtin_popcountll(m);
+#else
+    int c = 0;
+    for (; m; m &= m - 1) ++c;
+    return c;
+#endif
+}
+
+inline int lowest_bit(HitMask m) {  // m != 0
+#if defined(__GNUC__)
+    return __builtin_ctzll(m);
+#else
+    int i = 0;
+    while (!(m & 1)) m >>= 1, ++i;
+    return i;
+#endif
+}
+
+// Bit i set when |block[i]| >= t (NaN never passes, as in NumPy); any len <= kBlock.
+template <typename T>
+HitMask hit_mask(const T* block, std::int64_t len, T t) {
+    HitMask m = 0;
+    for (std::int64_t i = 0; i < len; ++i) m |= HitMask(std::abs(block[i]) >= t) << i;
+    return m;
+}
+
+#if defined(MTD_SSE2)
+// A full block with SSE2 (every x86-64 CPU): compare 4 lanes at once and narrow four compare
+// results to bytes, so one movemask gathers 16 hit bits; the scalar loop does not vectorise.
+inline __m128i abs_ge(__m128 v, __m128 bound) {
+    return _mm_castps_si128(_mm_cmpge_ps(_mm_andnot_ps(_mm_set1_ps(-0.0f), v), bound));
+}
+
+inline __m128i abs_ge(__m128d lo, __m128d hi, __m128d bound) {  // 2 + 2 doubles -> 4 lanes
+    const __m128d sign = _mm_set1_pd(-0.0);
+    const __m128 a = _mm_castpd_ps(_mm_cmpge_pd(_mm_andnot_pd(sign, lo), bound));
+    const __m128 b = _mm_castpd_ps(_mm_cmpge_pd(_mm_andnot_pd(sign, hi), bound));
+    return _mm_castps_si128(_mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+}
+
+inline HitMask bits16(__m128i c0, __m128i c1, __m128i c2, __m128i c3) {
+    const __m128i bytes = _mm_packs_epi16(_mm_packs_epi32(c0, c1), _mm_packs_epi32(c2, c3));
+    return static_cast<HitMask>(static_cast<unsigned>(_mm_movemask_epi8(bytes)));
+}
+
+inline HitMask full_hit_mask(const float* block, float t) {
+    const __m128 bound = _mm_set1_ps(t);
+    HitMask m = 0;
+    for (int j = 0; j < kBlock; j += 16) {
+        const float* p = block + j;
+        m |= bits16(abs_ge(_mm_loadu_ps(p), bound), abs_ge(_mm_loadu_ps(p + 4), bound),
+                    abs_ge(_mm_loadu_ps(p + 8), bound), abs_ge(_mm_loadu_ps(p + 12), bound))
+             << j;
+    }
+    return m;
+}
+
+inline HitMask full_hit_mask(const double* block, double t) {
+    const __m128d bound = _mm_set1_pd(t);
+    HitMask m = 0;
+    for (int j = 0; j < kBlock; j += 16) {
+        const double* p = block + j;
+        __m128i c[4];
+        for (int q = 0; q < 4; ++q)
+            c[q] = abs_ge(_mm_loadu_pd(p + 4 * q), _mm_loadu_pd(p + 4 * q + 2), bound);
+        m |= bits16(c[0], c[1], c[2], c[3]) << j;
+    }
+    return m;
+}
+#else
+template <typename T>
+HitMask full_hit_mask(const T* block, T t) {
+    return hit_mask(block, kBlock, t);
+}
+#endif
+
+// Fills masks (one per block) and returns the number of hits.
+template <typename T>
+std::int64_t threshold_masks(const T* x, std::int64_t n, T t, HitMask* masks) {
+    std::int64_t count = 0, b = 0, start = 0;
+    for (; start + kBlock <= n; start += kBlock, ++b) {
+        masks[b] = full_hit_mask(x + start, t);
+        count += popcount64(masks[b]);
+    }
+    if (start < n) {
+        masks[b] = hit_mask(x + start, n - start, t);
+        count += popcount64(masks[b]);
+    }
+    return count;
+}
+
+// Positions of the set bits of every byte value, padded with anything: expanding a byte is
+// then 8 unconditional stores (vectorised) and an advance by its popcount, without branches.
+struct BytePositions {
+    std::int64_t at[256][8];
+    BytePositions() {
+        for (int v = 0; v < 256; ++v) {
+            int k = 0;
+            for (int bit = 0; bit < 8; ++bit)
+                if (v >> bit & 1) at[v][k++] = bit;
+            for (; k < 8; ++k) at[v][k] = 0;
+        }
+    }
+};
+
+// A block with many hits (more than 28 of 64: the measured break-even) is expanded byte by
+// byte from the table; one with few by walking its set bits. The table writes up to 8 slots
+// past the block's hits, so it is used only while the output has that much room left.
+void threshold_fill(const HitMask* masks, std::int64_t blocks, std::int64_t* dst,
+                    std::int64_t* end) {
+    static const BytePositions table;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        HitMask m = masks[b];
+        if (m == 0) continue;
+        const std::int64_t start = b * kBlock;
+        if (m == ~HitMask(0)) {  // only a full block can have all 64 bits set
+            for (std::int64_t i = 0; i < kBlock; ++i) dst[i] = start + i;
+            dst += kBlock;
+            continue;
+        }
+        const int hits = popcount64(m);
+        if (hits > 28 && end - dst >= hits + 8) {
+            for (int k = 0; k < 8; ++k) {
+                const unsigned byte = static_cast<unsigned>(m >> (8 * k)) & 0xffu;
+                const std::int64_t base = start + 8 * k;
+                const std::int64_t* pos = table.at[byte];
+                for (int j = 0; j < 8; ++j) dst[j] = base + pos[j];
+                dst += popcount64(byte);
+            }
+            continue;
+        }
+        for (; m; m &= m - 1) *dst++ = start + lowest_bit(m);
+    }
+}
+
 py::array_t<std::int64_t> threshold_abs(const py::array& flat, double thr) {
     require_layout(flat, "flat", 1);
     const std::int64_t n = flat.shape(0);
-    return dispatch_float(flat, "flat", [&](auto tag) {
+    const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+    std::unique_ptr<HitMask[]> masks(new HitMask[blocks]);  // every entry is written
+    const std::int64_t count = dispatch_float(flat, "flat", [&](auto tag) {
         using T = decltype(tag);
         const T* x = cdata_of<T>(flat);
-        const T t = static_cast<T>(thr);
-        const auto selected = [t](T v) { return std::abs(v) >= t; };
-        const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-        std::vector<std::uint8_t> hits_per_block(blocks);
-        std::int64_t count = 0;
-        {
-            py::gil_scoped_release nogil;
-            for (std::int64_t b = 0; b < blocks; ++b) {
-                const std::int64_t start = b * kBlock;
-                hits_per_block[b] = static_cast<std::uint8_t>(
-                    block_hits(x + start, std::min(kBlock, n - start), selected));
-                count += hits_per_block[b];
-            }
-        }
-        // Counting first lets the result be written straight into its final array.
-        py::array_t<std::int64_t> out(count);
-        std::int64_t* dst = out.mutable_data();
-        {
-            py::gil_scoped_release nogil;
-            std::int64_t hits[kBlock];
-            for (std::int64_t b = 0; b < blocks; ++b) {
-                if (!hits_per_block[b]) continue;
-                const std::int64_t start = b * kBlock;
-                const int found =
-                    block_indices(x + start, start, std::min(kBlock, n - start), selected, hits);
-                dst = std::copy(hits, hits + found, dst);
-            }
-        }
-        return out;
+        py::gil_scoped_release nogil;
+        return threshold_masks(x, n, static_cast<T>(thr), masks.get());
     });
+    py::array_t<std::int64_t> out(count);
+    std::int64_t* dst = out.mutable_data();
+    py::gil_scoped_release nogil;
+    threshold_fill(masks.get(), blocks, dst, dst + count);
+    return out;
 }
 
 }  // namespace

@@ -1,0 +1,372 @@
+"""DistOpt speed and cost on real MPI ranks: bytes on the wire, communication time, scaling.
+
+All three use SINGA's MNIST CNN (examples/mnist_cnn.py: 431,080 float32 parameters):
+
+1. **wire**: the bytes a rank sends per step, from ``DistOpt.comm_stats()`` on 2 ranks, for
+   every dist option, relative to fp32 (targets: fp16 <= 0.5, sparseTopK at 1% <= 0.025);
+2. **comm**: ``DistOpt.step(grads, "fp32")`` with an optimizer that changes nothing, against
+   one raw mpi4py ``Allreduce`` of as many float32s as the model has (target <= 1.1x);
+3. **scaling**: samples/s of DistOpt fp32 + momentum SGD training at batch 32 per rank with
+   one BLAS thread per rank, 2 ranks vs 1 (target >= 1.8x).
+
+The driver re-launches this file under ``python -m minitorch_dist.run`` (``--worker``), each
+job with a timeout, and prints what the ranks report. Timings are interleaved and medians, so
+machine noise hits all sides alike: read the ratios, not the absolute times.
+
+    python benchmarks/bench_dist_opt.py [--quick] [--repeats 5] [--steps 80] [--rounds 400]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+for _name in THREAD_VARIABLES:
+    os.environ.setdefault(_name, "1")   # before NumPy starts its BLAS pool
+
+import numpy as np  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.abspath(__file__)
+sys.path.insert(0, REPO)
+MARK = "@@result "          # a worker's result line: MARK + JSON (rank 0 only)
+LR, MOMENTUM, BATCH = 0.005, 0.9, 32
+TARGETS = {"fp16": 0.5, "topk": 0.025, "comm": 1.1, "scaling": 1.8}
+
+
+# ============================================================================ worker (one rank)
+def _model_parts():
+    """(ms, nn, DistOpt, CNN): imported lazily so the driver stays light."""
+    sys.path.insert(0, os.path.join(REPO, "examples"))
+    import minitorch_dist as ms
+    from minitorch_dist import nn
+    from minitorch_dist.parallel import DistOpt
+    from mnist_cnn import CNN
+    return ms, nn, DistOpt, CNN
+
+
+def rank_batches(ms, rank, count=8):
+    """A rotating set of random batches, different on every rank (a fixed batch converges and
+    produces denormal gradients, which distorts timings)."""
+    rng = np.random.default_rng(1000 + rank)
+    return [(ms.Tensor(rng.standard_normal((BATCH, 1, 28, 28), dtype=np.float32)),
+             ms.Tensor(rng.integers(0, 10, BATCH).astype(np.int32))) for _ in range(count)]
+
+
+def training_step(ms, nn, net, optimizer, dist=None, option="fp32", **step_args):
+    """One step: forward, backward, then ``dist.step`` (or the plain optimizer)."""
+    loss_fn = nn.CrossEntropyLoss()
+    grad_fn = ms.value_and_grad(lambda x, y: loss_fn(net(x), y), None, optimizer.parameters)
+
+    def step(x, y):
+        _, grads = grad_fn(x, y)
+        if dist is None:
+            optimizer(grads)
+        else:
+            dist.step(grads, option, **step_args)
+    return step
+
+
+class NoUpdate:
+    """An optimizer that changes nothing: ``DistOpt.step`` with it is communication only."""
+
+    def __init__(self, parameters):
+        self.parameters = parameters
+
+    def update(self, position, grad):
+        pass
+
+    def step(self):
+        pass
+
+
+def wire_job(args, comm, rank):
+    """Bytes per step and rank of every option (comm_stats counts each rank's payload)."""
+    ms, nn, DistOpt, CNN = _model_parts()
+    batches = rank_batches(ms, rank)
+    ms.set_seed(0)
+    probe = CNN()
+    loss_fn = nn.CrossEntropyLoss()
+    _, grads = ms.value_and_grad(lambda x, y: loss_fn(probe(x), y), None,
+                                 probe.trainable_params())(*batches[0])
+    # sparseThreshold needs a magnitude: the 99th percentile of |g| at the first step (about
+    # 1% density before error feedback accumulates), the largest over ranks so all agree
+    q99 = np.quantile(np.abs(np.concatenate([g.asnumpy().ravel() for g in grads])), 0.99)
+    thr = float(comm.allreduce(np.array([q99]), "max")[0])
+    n_params = sum(p.size for p in probe.trainable_params())
+    cases = [("fp32", "fp32", {}, {}), ("fp16", "fp16", {}, {}),
+             ("sparseTopK spars=0.01", "sparseTopK", {"spars": 0.01}, {}),
+             (f"sparseThreshold spars={thr:.2e}", "sparseThreshold", {"spars": thr}, {}),
+             ("partialUpdate", "partialUpdate", {}, {}),
+             ("partialUpdate buffSize=512KiB", "partialUpdate", {}, {"buffSize": 1 << 19})]
+    rows = []
+    for label, option, step_args, dist_args in cases:
+        ms.set_seed(0)
+        net = CNN()
+        dist = DistOpt(nn.SGD(net.trainable_params(), LR, momentum=MOMENTUM), **dist_args)
+        step = training_step(ms, nn, net, dist.opt, dist, option, **step_args)
+        dist.reset_comm_stats()       # construction (model check, broadcast) is not a step
+        for i in range(args.steps):
+            step(*batches[i % len(batches)])
+        stats = dist.comm_stats()
+        steps = stats["by_option"][option]["steps"]
+        by_op = {op: {"calls": v["calls"] / steps, "bytes": v["bytes_sent"] / steps}
+                 for op, v in stats["by_op"].items()}
+        # MPICommunicator.allgatherv first exchanges one int64 count per rank: on the wire,
+        # but not in comm_stats (it counts the payload array only)
+        hidden = 8 * by_op.get("allgatherv", {}).get("calls", 0)
+        rows.append({"label": label, "option": option, "bytes": stats["by_option"][option]
+                     ["bytes_sent"] / steps, "hidden": hidden, "by_op": by_op,
+                     "period": dist.partial_period if option == "partialUpdate" else None})
+    return {"n_params": n_params, "steps": args.steps, "rows": rows}
+
+
+def comm_job(args, comm, rank):
+    """Median time of DistOpt's fp32 exchange vs a bare MPI Allreduce of the same bytes.
+
+    Why this is fair: both sides move the same 431,080 float32s with the same MPI library and
+    transport, between the same two processes; every call starts right after a barrier, the
+    contenders rotate their order every round (noise and drift hit all alike), and a round
+    counts the slower rank's time (a collective is done when its last rank is). The raw
+    Allreduce (separate send and receive buffers) is the reference the target names: one
+    call, nothing else; the in-place one is shown too, as Open MPI's shared-memory path is
+    faster in place and DistOpt's buffer is reduced in place. DistOpt.step with ``NoUpdate``
+    pays everything DistOpt adds and nothing of an optimizer: gradient checks, packing into
+    the fused buffer (one copy, with the division by a power-of-two world size folded in),
+    the allreduce as DistOpt issues it (over MPI the blocking in-place Allreduce, see
+    ``launch_allreduce``) and the per-parameter views.
+    BucketedAllreduce start+finish is the same minus DistOpt's Python bookkeeping, to show
+    where the overhead lives.
+    """
+    from mpi4py import MPI
+    ms, nn, DistOpt, CNN = _model_parts()
+    from minitorch_dist.parallel.buckets import BucketedAllreduce
+    from minitorch_dist.parallel.dist_opt import DEFAULT_THRESHOLD
+    ms.set_seed(0)
+    params = CNN().trainable_params()
+    dist = DistOpt(NoUpdate(params))
+    rng = np.random.default_rng(rank)
+    grads = [rng.standard_normal(p.shape, dtype=np.float32) for p in params]
+    fused = BucketedAllreduce(dist.communicator, dist.buffSize)
+    world = MPI.COMM_WORLD
+    send = np.concatenate([g.ravel() for g in grads])
+    recv = np.empty_like(send)
+    zeros = np.zeros_like(send)      # an in-place sum of zeros stays finite round after round
+
+    def bucketed():
+        for item in fused.start(params, grads, DEFAULT_THRESHOLD):
+            fused.finish(params, item, dist.world_size)
+
+    contenders = {"DistOpt.step fp32 (NoUpdate)": lambda: dist.step(grads, "fp32"),
+                  "BucketedAllreduce start+finish": bucketed,
+                  "raw MPI Allreduce": lambda: world.Allreduce(send, recv, op=MPI.SUM),
+                  "raw MPI Allreduce IN_PLACE": lambda: world.Allreduce(MPI.IN_PLACE, zeros,
+                                                                         op=MPI.SUM)}
+    names = list(contenders)
+    times = {k: [] for k in names}
+    for r in range(args.warmup + args.rounds):
+        shift = r % len(names)
+        for k in names[shift:] + names[:shift]:
+            world.Barrier()
+            start = time.perf_counter()
+            contenders[k]()
+            elapsed = time.perf_counter() - start
+            if r >= args.warmup:
+                times[k].append(elapsed)
+    medians = {}
+    for k in names:
+        slowest = np.array(times[k])
+        world.Allreduce(MPI.IN_PLACE, slowest, op=MPI.MAX)
+        medians[k] = float(np.median(slowest)) * 1e3
+    return {"elements": int(send.size), "bytes": int(send.nbytes), "rounds": args.rounds,
+            "median_ms": medians}
+
+
+def train_job(args, comm, rank):
+    """Samples/s of DistOpt fp32 training on this job's ranks.
+
+    One model per process, as in real training: timing a second model in the same process
+    (say, the plain optimizer) doubles the working set and slowed the 1-rank figure by ~25%,
+    which made 2 ranks look superlinear.
+    """
+    from mpi4py import MPI
+    ms, nn, DistOpt, CNN = _model_parts()
+    world = MPI.COMM_WORLD
+    size = world.Get_size()
+    batches = rank_batches(ms, rank)
+    ms.set_seed(0)
+    net = CNN()
+    dist = DistOpt(nn.SGD(net.trainable_params(), LR, momentum=MOMENTUM))
+    step = training_step(ms, nn, net, dist.opt, dist)
+    for i in range(args.warmup):           # warm-up: caches, buffers, first-touch pages
+        step(*batches[i % len(batches)])
+    # Blocks of steps between barriers; the median block time keeps a burst of load from
+    # another process out of the figure.
+    block_times = []
+    per_block = max(1, args.steps // args.blocks)
+    for b in range(args.blocks):
+        world.Barrier()
+        start = time.perf_counter()
+        for i in range(per_block):
+            step(*batches[(b * per_block + i) % len(batches)])
+        world.Barrier()
+        block_times.append(time.perf_counter() - start)
+    return {"ranks": size, "steps": per_block * args.blocks,
+            "samples_per_s": per_block * BATCH * size / statistics.median(block_times)}
+
+
+def worker(args):
+    from minitorch_dist import kernels
+    from minitorch_dist.communication import get_communicator, get_rank, init
+    init()
+    comm, rank = get_communicator(), get_rank()
+    jobs = {"wire": wire_job, "comm": comm_job, "train": train_job}
+    for name in args.worker.split(","):
+        result = jobs[name](args, comm, rank)
+        if rank == 0:
+            result.update(job=name, cpp=kernels.HAVE_CPP)
+            print(MARK + json.dumps(result), flush=True)
+
+
+# ============================================================================ driver
+def launch(n, workers, args, timeout):
+    """Run ``--worker workers`` on n ranks through the launcher; rank 0's result dicts."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")]))
+    for name in THREAD_VARIABLES:
+        env[name] = "1"
+    command = [sys.executable, "-m", "minitorch_dist.run", "-n", str(n), "--timeout",
+               str(timeout), SCRIPT, "--worker", workers, "--steps", str(args.steps),
+               "--warmup", str(args.warmup), "--rounds", str(args.rounds),
+               "--blocks", str(args.blocks)]
+    # the launcher kills its job at `timeout` (exit 124); this one is the backstop
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=timeout + 30)
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
+        raise SystemExit(f"bench_dist_opt: {n}-rank job {workers!r} failed with exit code "
+                         f"{done.returncode}")
+    results = {r["job"]: r for r in (json.loads(line[len(MARK):])
+                                     for line in done.stdout.splitlines() if line.startswith(MARK))}
+    missing = set(workers.split(",")) - set(results)
+    if missing:
+        sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
+        raise SystemExit(f"bench_dist_opt: {n}-rank job printed no result for {sorted(missing)}")
+    return results
+
+
+def verdict(value, target, lower_is_better=True):
+    ok = value <= target if lower_is_better else value >= target
+    return "PASS" if ok else "MISS"
+
+
+def report_wire(wire):
+    rows, base = wire["rows"], wire["rows"][0]["bytes"]
+    print(f"\n1. bytes on the wire per step and rank (DistOpt.comm_stats, mean of "
+          f"{wire['steps']} steps); model {wire['n_params']:,} params = "
+          f"{4 * wire['n_params']:,} B in fp32")
+    print(f"  {'option':<34}{'B/step':>11}{'/ fp32':>9}  what is sent (per step)")
+    for row in rows:
+        sent = ", ".join(f"{op} {v['calls']:g} call(s) {v['bytes']:,.0f} B"
+                         for op, v in row["by_op"].items())
+        extra = f"; period {row['period']}" if row["period"] else ""
+        extra += f"; +{row['hidden']:.0f} B of counts not in comm_stats" if row["hidden"] else ""
+        print(f"  {row['label']:<34}{row['bytes']:>11,.0f}{row['bytes'] / base:>9.4f}  "
+              f"{sent}{extra}")
+    fp16 = next(r for r in rows if r["option"] == "fp16")
+    topk = next(r for r in rows if r["option"] == "sparseTopK")
+    k, buckets = topk["by_op"]["allgatherv"]["bytes"] / 8, topk["by_op"]["allgatherv"]["calls"] / 2
+    print(f"  top-K wire format: k = {k:,.0f} entries ({buckets:g} bucket(s)), int32 indices + "
+          f"float32 values = {8 * k:,.0f} B, twice the values alone; with the counts: "
+          f"{(topk['bytes'] + topk['hidden']) / base:.5f} of fp32")
+    return fp16["bytes"] / base, topk["bytes"] / base
+
+
+def report_comm(comm):
+    med = comm["median_ms"]
+    raw = med["raw MPI Allreduce"]
+    print(f"\n2. fp32 exchange of {comm['elements']:,} float32s ({comm['bytes']:,} B), 2 ranks: "
+          f"median ms of the slower rank over {comm['rounds']} interleaved rounds")
+    for name, ms_ in med.items():
+        print(f"  {name:<34}{ms_:9.3f} ms   x{ms_ / raw:.2f} of raw")
+    print("  (DistOpt.step adds to the wire call: packing the gradients into its fused buffer "
+          "(one copy,\n   about what in-place saves over separate buffers) and its Python "
+          "bookkeeping; see comm_job)")
+    return med["DistOpt.step fp32 (NoUpdate)"] / raw
+
+
+def report_scaling(pairs):
+    print(f"\n3. scaling, SINGA CNN, DistOpt fp32 + momentum SGD, batch {BATCH} per rank, "
+          "1 BLAS thread per rank\n   (samples/s from the median block of steps; 1- and "
+          "2-rank jobs alternate 1,2,2,1,...)")
+    ratios = []
+    for i, (one, two) in enumerate(pairs):
+        s1, s2 = one["samples_per_s"], two["samples_per_s"]
+        ratios.append(s2 / s1)
+        print(f"  repeat {i}: 1 rank {s1:8.1f}   2 ranks {s2:8.1f}   ratio {ratios[-1]:.2f}")
+    print(f"  median ratio 2 ranks / 1 rank: {statistics.median(ratios):.2f}")
+    return statistics.median(ratios)
+
+
+def driver(args):
+    from minitorch_dist.run import find_mpiexec
+    try:
+        import mpi4py
+        find_mpiexec()
+    except (ImportError, FileNotFoundError) as exc:
+        raise SystemExit(f"bench_dist_opt: needs mpi4py and mpiexec ({exc})")
+    timeout = 60 if args.quick else 300
+    start = time.monotonic()
+    first = launch(2, "wire,comm", args, timeout)
+    pairs = []
+    for rep in range(args.repeats):       # ABBA order: drift in machine load cancels out
+        order = (1, 2) if rep % 2 == 0 else (2, 1)
+        got = {n: launch(n, "train", args, timeout)["train"] for n in order}
+        pairs.append((got[1], got[2]))
+    print(f"DistOpt benchmark: python {sys.version.split()[0]}, numpy {np.__version__}, "
+          f"mpi4py {mpi4py.__version__}, cpus {os.cpu_count()}, C++ kernels "
+          f"{'on' if first['wire']['cpp'] else 'off'}{', QUICK' if args.quick else ''}")
+    fp16, topk = report_wire(first["wire"])
+    comm = report_comm(first["comm"])
+    scaling = report_scaling(pairs)
+    print("\nsummary (timings are noisy on a shared machine: re-measure on a quiet one)"
+          + ("\n  QUICK run: too few steps and rounds for the timing ratios to mean anything"
+             if args.quick else ""))
+    print(f"  bytes fp16 / fp32 = {fp16:.4f}  (target <= {TARGETS['fp16']})  "
+          f"{verdict(fp16, TARGETS['fp16'])}")
+    print(f"  bytes sparseTopK(0.01) / fp32 = {topk:.4f}  (target <= {TARGETS['topk']})  "
+          f"{verdict(topk, TARGETS['topk'])}")
+    print(f"  time DistOpt fp32 comm / raw Allreduce = {comm:.2f}  (target <= "
+          f"{TARGETS['comm']})  {verdict(comm, TARGETS['comm'])}")
+    print(f"  samples/s 2 ranks / 1 rank = {scaling:.2f}  (target >= {TARGETS['scaling']})  "
+          f"{verdict(scaling, TARGETS['scaling'], lower_is_better=False)}")
+    print(f"  ({time.monotonic() - start:.0f} s in all)")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a smoke test: few steps, ~30 s")
+    parser.add_argument("--repeats", type=int, default=None, help="1-rank/2-rank job pairs")
+    parser.add_argument("--steps", type=int, default=None, help="timed steps per job")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed steps/rounds first")
+    parser.add_argument("--rounds", type=int, default=None, help="communication rounds")
+    parser.add_argument("--blocks", type=int, default=None, help="blocks of timed training steps")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    defaults = dict(repeats=1, steps=6, warmup=2, rounds=30, blocks=2) if args.quick else \
+        dict(repeats=5, steps=80, warmup=5, rounds=400, blocks=8)
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.worker:
+        worker(args)
+    else:
+        driver(args)
+
+
+if __name__ == "__main__":
+    main()
