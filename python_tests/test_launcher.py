@@ -62,10 +62,12 @@ def test_command_builder_rejects_bad_input(n, argv, pattern):
         run.build_command(n, argv, "mpiexec", "py")
 
 
-def test_rank_environment_pins_threads_unless_set():
+def test_rank_environment_pins_threads_and_yields_the_core_unless_set():
     env = run.rank_environment({"OMP_NUM_THREADS": "3", "HOME": "/h"})
     assert env == {"OMP_NUM_THREADS": "3", "HOME": "/h", "OPENBLAS_NUM_THREADS": "1",
-                   "MKL_NUM_THREADS": "1"}
+                   "MKL_NUM_THREADS": "1", "OMPI_MCA_mpi_yield_when_idle": "1"}
+    assert run.rank_environment({"OMPI_MCA_mpi_yield_when_idle": "0"})[
+        "OMPI_MCA_mpi_yield_when_idle"] == "0"
 
 
 def test_parse_args_stops_at_the_script():
