@@ -1,0 +1,62 @@
+"""``benchmarks/bench_training_step.py``: its hand-written NumPy baselines compute the same
+training step as minitorch_dist (else the ratios compare different work), and the script
+runs and prints its ratios."""
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+import minitorch_dist as ms
+from minitorch_dist import nn
+
+from mpi_jobs import REPO
+
+spec = importlib.util.spec_from_file_location(
+    "bench_training_step", os.path.join(REPO, "benchmarks", "bench_training_step.py"))
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+
+
+def _batches(count=2):
+    rng = np.random.default_rng(1)
+    return [(rng.normal(size=(bench.BATCH, 1, 28, 28)).astype(np.float32),
+             rng.integers(0, 10, bench.BATCH).astype(np.int64)) for _ in range(count)]
+
+
+def _train_both(net, optimizer, by_hand):
+    step = bench.minitorch_step(net, optimizer)
+    for x, y in _batches():
+        mt_loss = float(step(ms.Tensor(x), ms.Tensor(y.astype(np.int32))).asnumpy())
+        np_loss = float(by_hand.step(x, y))
+        assert np_loss == pytest.approx(mt_loss, rel=1e-4)
+    return dict((name, p.asnumpy()) for name, p in net.parameters_and_names())
+
+
+def test_numpy_mlp_by_hand_is_the_same_step():
+    ms.set_seed(3)
+    net = bench.SeedMLP()
+    by_hand = bench.NumpyMLP(net)
+    after = _train_both(net, nn.SGD(net.trainable_params(), 0.01), by_hand)
+    for i, layer in enumerate(("layer1", "layer2", "layer3")):
+        np.testing.assert_allclose(by_hand.W[i], after[f"{layer}.weight"], rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(by_hand.b[i], after[f"{layer}.bias"], rtol=1e-4, atol=1e-6)
+
+
+def test_numpy_cnn_by_hand_is_the_same_step():
+    ms.set_seed(3)
+    net = bench.SingaCNN()
+    by_hand = bench.NumpyCNN(net)
+    after = _train_both(net, nn.SGD(net.trainable_params(), 0.005, momentum=0.9), by_hand)
+    for name in by_hand.names:
+        np.testing.assert_allclose(by_hand.p[name], after[name], rtol=1e-4, atol=1e-6,
+                                   err_msg=name)
+
+
+def test_script_prints_every_ratio(capsys):
+    results = bench.main(["--rounds", "1", "--steps", "1"])
+    out = capsys.readouterr().out
+    assert set(results) == {"mlp", "cnn"}
+    for model in ("mlp", "cnn"):
+        assert f"{model}: minitorch_dist / numpy by hand = " in out
+        assert all(t > 0 for t in results[model].values())
