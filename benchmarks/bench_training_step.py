@@ -127,6 +127,19 @@ def torch_step(torch, model, optimizer):
 
 
 # ---------------------------------------------------------------------------- NumPy by hand
+def softmax_cross_entropy_in_place(z, y):
+    """Mean cross-entropy of logits ``z`` (batch, classes) against labels ``y``; ``z`` is
+    overwritten with the gradient of that mean with respect to the logits."""
+    n = z.shape[0]
+    z -= z.max(axis=1, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(axis=1, keepdims=True)
+    loss = -np.log(z[np.arange(n), y]).mean()
+    z[np.arange(n), y] -= 1
+    z /= n
+    return loss
+
+
 class NumpyMLP:
     """The MLP step written directly in NumPy, reusing its large buffers between steps."""
 
@@ -146,12 +159,7 @@ class NumpyMLP:
         np.matmul(x, W[0], out=h[0]); h[0] += b[0]; np.maximum(h[0], 0, out=h[0])
         np.matmul(h[0], W[1], out=h[1]); h[1] += b[1]; np.maximum(h[1], 0, out=h[1])
         z = np.matmul(h[1], W[2], out=self.z); z += b[2]
-        z -= z.max(axis=1, keepdims=True)
-        np.exp(z, out=z)
-        z /= z.sum(axis=1, keepdims=True)
-        loss = -np.log(z[np.arange(BATCH), y]).mean()
-        z[np.arange(BATCH), y] -= 1
-        z /= BATCH
+        loss = softmax_cross_entropy_in_place(z, y)
         np.matmul(h[1].T, z, out=gW[2]); gb2 = z.sum(axis=0)
         np.matmul(z, W[2].T, out=gh[1]); gh[1] *= h[1] > 0
         np.matmul(h[0].T, gh[1], out=gW[1]); gb1 = gh[1].sum(axis=0)
@@ -214,12 +222,7 @@ class NumpyCNN:
         np.maximum(h, 0, out=h)
         z = h @ p["linear2.weight"].T
         z += p["linear2.bias"]
-        z -= z.max(axis=1, keepdims=True)
-        np.exp(z, out=z)
-        z /= z.sum(axis=1, keepdims=True)
-        loss = -np.log(z[np.arange(n), y]).mean()
-        z[np.arange(n), y] -= 1
-        z /= n
+        loss = softmax_cross_entropy_in_place(z, y)
         g = {"linear2.weight": z.T @ h, "linear2.bias": z.sum(axis=0)}
         dh = z @ p["linear2.weight"]
         dh *= h > 0
