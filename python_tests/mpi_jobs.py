@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from minitorch_dist.run import rank_environment
+from minitorch_dist.run import THREAD_VARIABLES, rank_environment
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(REPO, "python_tests", "mpi_scripts")
@@ -39,7 +39,7 @@ def child_env(extra=None):
     env = rank_environment()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")]))
     env["MPLBACKEND"] = "Agg"
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    for var in THREAD_VARIABLES:
         env[var] = "1"     # even where the caller's environment asks for more
     env.update(extra or {})
     return env

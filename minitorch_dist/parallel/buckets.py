@@ -27,7 +27,7 @@ from ..communication.reduction import array_module
 from ..communication.communicator import Request
 
 __all__ = ["Bucket", "plan_buckets", "pack", "unpack", "cast_to_half", "cast_from_half",
-           "launch_allreduce", "BucketedAllreduce", "fused_broadcast"]
+           "launch_allreduce", "launch_bucket", "BucketedAllreduce", "fused_broadcast"]
 
 
 class Bucket:
@@ -144,6 +144,19 @@ def launch_allreduce(comm, array, out):
     return Request.completed(comm.allreduce(array, out=out))
 
 
+def launch_bucket(comm, bucket, arrays, out, scale=1.0):
+    """Allreduce one bucket of ``arrays`` into the flat ``out``: ``(request, owed)``.
+
+    A gradient sent alone and already contiguous goes on the wire as it is (no packing
+    copy) and ``owed`` is the ``scale`` still to apply to the result; otherwise the members
+    are packed into ``out`` times ``scale`` and ``owed`` is 1.
+    """
+    g = arrays[bucket.members[0]]
+    if not bucket.fused and g is not None and g.flags.c_contiguous:
+        return launch_allreduce(comm, g.reshape(-1), out), scale
+    return launch_allreduce(comm, pack(bucket, arrays, out, scale), out), 1.0
+
+
 class BucketedAllreduce:
     """Fused, nonblocking sum-allreduce of one gradient per parameter.
 
@@ -208,15 +221,7 @@ class BucketedAllreduce:
                     xp.clip(send, -bound, bound, out=send)
                 request, owed = launch_allreduce(self.comm, send, send), 1.0
             else:
-                g = grads[bucket.members[0]]
-                if not bucket.fused and g is not None and g.flags.c_contiguous:
-                    # no packing copy: the prescale is applied to the result instead
-                    request = launch_allreduce(self.comm, g.reshape(-1), send)
-                    owed = prescale
-                else:
-                    request = launch_allreduce(self.comm, pack(bucket, grads, send, prescale),
-                                               send)
-                    owed = 1.0
+                request, owed = launch_bucket(self.comm, bucket, grads, send, prescale)
             pending.append((bucket, device, dtype, half, request, owed))
         return pending
 

@@ -28,7 +28,7 @@ import numpy as np
 from ..nn.cell import Cell
 from ..row_tensor import RowTensor
 from ..tensor import Tensor
-from .buckets import BucketedAllreduce, fused_broadcast, launch_allreduce, pack, unpack
+from .buckets import BucketedAllreduce, fused_broadcast, launch_bucket, unpack
 from .context import get_auto_parallel_context
 from .grad_arrays import gradient_array
 
@@ -114,12 +114,7 @@ class DistributedGradReducer(Cell):
         pending = []
         for bucket, device, _, dtype in self._fused.plan(params, threshold):
             comm = self._communicator_for(device)
-            flat = device.xp.empty(bucket.size, dtype)
-            g = arrays[bucket.members[0]]
-            if not bucket.fused and g is not None and g.flags.c_contiguous:
-                request = launch_allreduce(comm, g.reshape(-1), flat)
-            else:
-                request = launch_allreduce(comm, pack(bucket, arrays, flat), flat)
+            request, _ = launch_bucket(comm, bucket, arrays, device.xp.empty(bucket.size, dtype))
             pending.append((bucket, device, request))
         out = [None] * len(params)
         for bucket, device, request in pending:
