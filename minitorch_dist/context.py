@@ -35,3 +35,13 @@ def get_context(key):
     if key not in _context:
         raise ValueError(f"unknown context option {key!r}; expected one of {sorted(_context)}")
     return _context[key]
+
+
+def __getattr__(name):
+    # ``from mindspore.context import ParallelMode`` and ``context.set_auto_parallel_context``
+    # (MindSpore 1.x spellings, used by seed 004) reach the parallel layer's context.
+    if name in ("ParallelMode", "set_auto_parallel_context", "get_auto_parallel_context",
+                "reset_auto_parallel_context"):
+        from .parallel import context as parallel_context
+        return getattr(parallel_context, name)
+    raise AttributeError(f"module 'minitorch_dist.context' has no attribute {name!r}")

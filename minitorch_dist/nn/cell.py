@@ -11,6 +11,18 @@ from ..backend import get_device
 from ..ops.primitive import Primitive
 from .parameter import Parameter
 
+# A parallel executor (the pipeline runtime) may decide how each cell call runs: skipped on
+# this rank, or fed with activations received from another rank. It calls ``cell.construct``.
+_call_hook = [None]
+
+
+def set_cell_hook(hook):
+    """Install ``hook(cell, inputs, kwargs)`` in front of every cell call (None removes it);
+    returns the previous hook."""
+    previous = _call_hook[0]
+    _call_hook[0] = hook
+    return previous
+
 
 class Cell:
     """Base class of layers and networks.
@@ -77,6 +89,9 @@ class Cell:
         raise NotImplementedError(f"{type(self).__name__} must define construct()")
 
     def __call__(self, *inputs, **kwargs):
+        hook = _call_hook[0]
+        if hook is not None:
+            return hook(self, inputs, kwargs)
         return self.construct(*inputs, **kwargs)
 
     def set_train(self, mode=True):
@@ -156,19 +171,23 @@ class Cell:
 
     @pipeline_stage.setter
     def pipeline_stage(self, stage):
-        if not isinstance(stage, int) or stage < 0:
-            raise ValueError(f"pipeline_stage must be a non-negative int, got {stage!r}")
+        if isinstance(stage, bool) or not isinstance(stage, int):
+            raise TypeError(f"{type(self).__name__}.pipeline_stage must be an int, got {stage!r}")
+        if stage < 0:
+            raise ValueError(f"{type(self).__name__}.pipeline_stage must be a non-negative int, "
+                             f"got {stage}")
         object.__setattr__(self, "_pipeline_stage", stage)
 
     def infer_param_pipeline_stage(self):
-        """Parameters tagged with the stage of the cell that owns them (shared ones get all)."""
-        for _, cell in self.cells_and_names():
-            stage = cell._pipeline_stage
-            if stage is None:
-                continue
-            for _, param in cell.parameters_and_names():
-                param.add_pipeline_stage(stage)
-        return self.trainable_params()
+        """The trainable parameters of this rank's pipeline stage: those of the cells whose
+        ``pipeline_stage`` (or an ancestor's) is the stage of this rank, and those given the
+        stage with ``Parameter.add_pipeline_stage``. Build the stage's optimizer from them.
+
+        Without pipeline parallelism (``pipeline_stages`` 1) every trainable parameter. A
+        trainable parameter that belongs to no stage is a RuntimeError, as in MindSpore.
+        """
+        from ..parallel.pipeline.membership import stage_parameters
+        return stage_parameters(self)
 
     # ---- display ----------------------------------------------------------------------
     def extra_repr(self):

@@ -50,9 +50,23 @@ class Parameter(Tensor):
 
     def add_pipeline_stage(self, stage):
         """Mark this parameter as used by pipeline ``stage`` (a shared parameter has several)."""
-        if not isinstance(stage, int) or stage < 0:
+        if isinstance(stage, bool) or not isinstance(stage, int):
+            raise TypeError(f"pipeline stage must be an int, got {stage!r}")
+        if stage < 0:
             raise ValueError(f"pipeline stage must be a non-negative int, got {stage!r}")
         self.pipeline_stages.add(stage)
+
+    # A pipeline rank holds only its own stage's parameters: the others keep their shape and
+    # dtype but no memory (a read-only zero-stride view), and checkpoints leave them out.
+    released = False
+
+    def release(self):
+        """Drop this parameter's values on this process (another pipeline stage owns it)."""
+        xp = self.device.xp
+        self.data = xp.broadcast_to(xp.zeros((), self.dtype), self.shape)
+        self.grad = None
+        self.released = True
+        return self
 
     def clone(self, name=None):
         return Parameter(Tensor._make(self.data.copy(), self.device), name or self.name,

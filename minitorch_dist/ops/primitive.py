@@ -20,6 +20,17 @@ from ..tensor import Tensor, _host_array
 
 _op_ids = itertools.count(1)
 _ran = weakref.WeakValueDictionary()   # primitives that have run, in order of first call
+# A parallel executor (the pipeline runtime) may see every primitive call first: it returns
+# a result of its own (a placeholder for work another rank does) or runs ``prim.run``.
+_call_hook = [None]
+
+
+def set_primitive_hook(hook):
+    """Install ``hook(prim, inputs, attrs)`` in front of every primitive call (None removes
+    it); returns the previous hook so that callers can restore it."""
+    previous = _call_hook[0]
+    _call_hook[0] = hook
+    return previous
 
 
 class Context:
@@ -147,6 +158,13 @@ class Primitive:
 
     def apply(self, *inputs, **attrs):
         """Run forward on ``inputs`` (tensors, arrays or numbers) and record the tape."""
+        hook = _call_hook[0]
+        if hook is not None:
+            return hook(self, inputs, attrs)
+        return self.run(*inputs, **attrs)
+
+    def run(self, *inputs, **attrs):
+        """``apply`` without the installed hook: dispatch, forward and tape."""
         start = perf_counter()
         device = self._device_for(inputs)
         tensors = []

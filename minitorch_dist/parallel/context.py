@@ -26,6 +26,8 @@ _DEFAULTS = {
     "global_rank": None,
     "parameter_broadcast": False,
     "pipeline_stages": 1,
+    "pipeline_config": {"pipeline_scheduler": "1f1b", "pipeline_interleave": False},
+    "pipeline_result_broadcast": True,
     "search_mode": "sharding_propagation",
     "dataset_strategy": "data_parallel",
     "full_batch": False,
@@ -34,7 +36,29 @@ _DEFAULTS = {
     "strategy_ckpt_save_file": "",
 }
 _SEARCH_MODES = ("sharding_propagation", "dynamic_programming", "recursive_programming")
+PIPELINE_SCHEDULERS = ("1f1b", "gpipe")
 _context = dict(_DEFAULTS)
+
+
+def _check_pipeline_config(value):
+    """MindSpore's ``pipeline_config``: ``{"pipeline_scheduler": "1f1b" | "gpipe",
+    "pipeline_interleave": bool}``; missing keys keep their defaults."""
+    if not isinstance(value, dict):
+        raise ValueError("pipeline_config must be a dict such as {'pipeline_scheduler': '1f1b', "
+                         f"'pipeline_interleave': False}}, got {value!r}")
+    unknown = set(value) - {"pipeline_scheduler", "pipeline_interleave"}
+    if unknown:
+        raise ValueError(f"pipeline_config: unknown keys {sorted(unknown)}; expected "
+                         "'pipeline_scheduler' and 'pipeline_interleave'")
+    scheduler = value.get("pipeline_scheduler", "1f1b")
+    if not isinstance(scheduler, str) or scheduler.lower() not in PIPELINE_SCHEDULERS:
+        raise ValueError(f"pipeline_config: pipeline_scheduler must be one of "
+                         f"{PIPELINE_SCHEDULERS}, got {scheduler!r}")
+    interleave = value.get("pipeline_interleave", False)
+    if not isinstance(interleave, bool):
+        raise ValueError(f"pipeline_config: pipeline_interleave must be True or False, got "
+                         f"{interleave!r}")
+    return {"pipeline_scheduler": scheduler.lower(), "pipeline_interleave": interleave}
 
 
 def _check(key, value):
@@ -50,7 +74,8 @@ def _check(key, value):
     if key in ("device_num", "global_rank") and value is not None and (
             isinstance(value, bool) or not isinstance(value, int) or value < 0):
         raise ValueError(f"{key} must be a non-negative int, got {value!r}")
-    if key in ("gradients_mean", "parameter_broadcast", "full_batch", "enable_parallel_optimizer") \
+    if key in ("gradients_mean", "parameter_broadcast", "full_batch", "enable_parallel_optimizer",
+               "pipeline_result_broadcast") \
             and not isinstance(value, bool):
         raise ValueError(f"{key} must be True or False, got {value!r}")
 
@@ -58,15 +83,23 @@ def _check(key, value):
 def set_auto_parallel_context(**kwargs):
     """Set parallel options: ``parallel_mode``, ``gradients_mean``, ``device_num``,
     ``pipeline_stages``, ``search_mode``, ``dataset_strategy``, ``full_batch``, …"""
+    if "save_graphs" in kwargs:
+        # Seed 004 passes save_graphs here; it is an execution-context option (set_context).
+        from ..context import set_context
+        kwargs = dict(kwargs)
+        set_context(save_graphs=kwargs.pop("save_graphs"))
     for key, value in kwargs.items():
         _check(key, value)
+    if "pipeline_config" in kwargs:
+        kwargs = dict(kwargs, pipeline_config=_check_pipeline_config(kwargs["pipeline_config"]))
     _context.update(kwargs)
 
 
 def get_auto_parallel_context(key):
     if key not in _DEFAULTS:
         raise ValueError(f"unknown auto-parallel option {key!r}; expected one of {sorted(_DEFAULTS)}")
-    return _context[key]
+    value = _context[key]
+    return dict(value) if isinstance(value, dict) else value
 
 
 def reset_auto_parallel_context():

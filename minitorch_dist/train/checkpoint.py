@@ -81,6 +81,8 @@ def checkpoint_entries(cell):
     """
     taken, out = set(), []
     for path, param in cell.parameters_and_names():
+        if param.released:
+            continue    # held by another pipeline stage's process
         name = param.name or path
         if name in taken:
             name = path

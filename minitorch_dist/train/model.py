@@ -75,7 +75,8 @@ class Model:
         self._optimizer = optimizer
         self._amp_level = amp_level
         self._metric_fns = get_metrics(metrics)
-        if self._metric_fns and loss_fn is None and eval_network is None:
+        self._pipeline = _pipeline_of(network)
+        if self._metric_fns and loss_fn is None and eval_network is None and self._pipeline is None:
             raise ValueError("Model: metrics need a loss_fn (evaluation then uses WithEvalCell) or an "
                              "eval_network; pass one of them")
         self._train_network = self._build_train_network()
@@ -88,6 +89,11 @@ class Model:
             network = WithLossCell(network, self._loss_fn)
         if self._optimizer is not None:
             network = TrainOneStepCell(network, self._optimizer)
+            if self._pipeline is not None and self._loss_fn is None:
+                # MindSpore builds its pipeline training cell here too: the reduction of a
+                # pipelined step (shared parameters across stages, replicas of a stage).
+                from ..parallel.pipeline import PipelineGradReducer
+                network.grad_reducer = PipelineGradReducer(self._optimizer.parameters)
         return network
 
     def _build_eval_network(self, eval_network, eval_indexes):
@@ -102,6 +108,9 @@ class Model:
             return eval_network, eval_indexes
         if self._loss_fn is not None:
             return WithEvalCell(self._network, self._loss_fn), [0, 1, 2]
+        if self._pipeline is not None and self._metric_fns:
+            from ..parallel.pipeline import PipelineEvalCell
+            return PipelineEvalCell(self._pipeline), [0, 1, 2]
         return None, None
 
     @property
@@ -147,6 +156,9 @@ class Model:
                 or (sink_size < 1 and sink_size != -1):
             raise ValueError(f"Model.train: sink_size must be -1 or a positive int, got {sink_size!r}")
         source = _BatchSource(dataset, epoch - initial_epoch, "train_dataset")
+        if self._pipeline is not None:
+            from ..parallel.pipeline import replica_batches
+            source = replica_batches(source, self._pipeline, dataset)
         net = self._train_network
         callbacks = CallbackList(callbacks)
         cb_params = CallbackParams(
@@ -262,6 +274,8 @@ class Model:
         inputs = [_as_tensor(x) for x in predict_data]
         self._network.set_train(False)
         with no_grad():
+            if self._pipeline is not None:
+                return self._pipeline.predict(*inputs)
             return self._network(*inputs)
 
 
@@ -295,6 +309,14 @@ class _BatchSource:
         if self._iterable is not None and iter(self._iterable) is self._iterable:
             return ": an iterator or generator can be used only once; pass a list or a dataset"
         return ""
+
+
+def _pipeline_of(network):
+    """The PipelineCell that ``network`` is, or None (imported only when one exists)."""
+    if type(network).__name__ != "PipelineCell":
+        return None
+    from ..parallel.pipeline import PipelineCell
+    return network if isinstance(network, PipelineCell) else None
 
 
 def _as_batch(row, what):

@@ -1,0 +1,83 @@
+"""``nn.PipelineGradReducer``: the gradient reduction of a pipelined step.
+
+A pipelined loss already carries the stage's gradients summed over the micro-batches (no
+division by ``micro_size``: the loss is the sum of the micro-batch losses). What is left:
+
+* a parameter shared by several stages (``Parameter.add_pipeline_stage``) got part of its
+  gradient on each of them: the parts are **summed** over those stages' ranks, so that every
+  copy takes the same, whole gradient and the copies stay equal;
+* with ``world = stages * d`` the ``d`` replicas of a stage **average** their gradients
+  (sum with ``gradients_mean=False``), like data parallelism;
+* ``scale_sense`` divides the result (a loss scale), as in MindSpore.
+
+``Model`` builds one for a pipelined network. With a hand-written loop:
+
+    grad_fn = ms.value_and_grad(net_pipeline, None, opt.parameters)
+    reducer = nn.PipelineGradReducer(opt.parameters)
+    loss, grads = grad_fn(x, y)
+    opt(reducer(grads))
+"""
+from ...nn.cell import Cell
+from ..context import get_auto_parallel_context
+from ..grad_reducer import DistributedGradReducer
+from .pipeline_cell import current_engine
+
+__all__ = ["PipelineGradReducer"]
+
+
+class PipelineGradReducer(Cell):
+    """Sum shared parameters' gradients across stages, average over the stage's replicas."""
+
+    def __init__(self, parameters, scale_sense=1.0, opt_shard=None):
+        super().__init__()
+        params = tuple(parameters)
+        if not params:
+            raise ValueError("PipelineGradReducer: parameters is empty; pass optimizer.parameters")
+        if opt_shard:
+            raise NotImplementedError("PipelineGradReducer: optimizer sharding (opt_shard) is "
+                                      "not supported")
+        self.parameters_ = params
+        self.scale_sense = float(scale_sense)
+        engine = current_engine(params)
+        self._steps = []
+        if engine is None:           # one stage: nothing crosses processes
+            return
+        topology = engine.topology
+        _check_owned(params, topology.stage)
+        shared = {}
+        for i, p in enumerate(params):
+            stages = frozenset(p.pipeline_stages)
+            if len(stages) > 1:
+                shared.setdefault(tuple(sorted(stages)), []).append(i)
+        for stages in sorted(shared):    # the same order on every rank: groups match
+            positions = shared[stages]
+            reducer = DistributedGradReducer([params[i] for i in positions], mean=False,
+                                             communicator=topology.shared_group(stages))
+            self._steps.append((positions, reducer))
+        if topology.replicas > 1:
+            mean = get_auto_parallel_context("gradients_mean")
+            reducer = DistributedGradReducer(params, mean=mean,
+                                             communicator=topology.data_parallel_group())
+            self._steps.append((list(range(len(params))), reducer))
+
+    def construct(self, grads):
+        if not isinstance(grads, (tuple, list)) or len(grads) != len(self.parameters_):
+            raise ValueError(f"PipelineGradReducer: expected {len(self.parameters_)} gradients "
+                             "aligned with the parameters")
+        grads = list(grads)
+        for positions, reducer in self._steps:
+            reduced = reducer(tuple(grads[i] for i in positions))
+            for i, g in zip(positions, reduced):
+                grads[i] = g
+        if self.scale_sense != 1.0:
+            grads = [g * (1.0 / self.scale_sense) for g in grads]
+        return tuple(grads)
+
+
+def _check_owned(params, stage):
+    for p in params:
+        if p.released:
+            raise ValueError(
+                f"parameter {p.name!r} belongs to pipeline stage(s) {sorted(p.pipeline_stages)}, "
+                f"not to this rank's stage {stage}; build the optimizer from "
+                "net.infer_param_pipeline_stage()")

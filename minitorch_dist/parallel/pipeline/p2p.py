@@ -1,0 +1,168 @@
+"""Point-to-point messages between pipeline stages, and Send/Recv as autograd functions.
+
+**Messages.** Stage ``s`` sends the activations of micro-batch ``i`` to stage ``s+1`` and
+gets their gradients back. Every message between two ranks carries a tag made of
+(micro-batch, boundary, kind, tensor index), so nonblocking sends and receives of
+different micro-batches can be in flight together and never match the wrong partner. Kinds:
+a header, an activation, a gradient. The header (a small int64 array sent before the
+activations) gives their count, dtypes and shapes, so users never declare shapes; the
+gradients need no header: their sender received the activations and knows the shapes.
+
+**Autograd.** ``Send`` and ``Recv`` are primitives like any other, so backward needs no
+special case. ``Send(x)`` hands ``x`` to the outbox (the schedule's SEND_F action posts it)
+and returns a 0-d token; the stage's backward starts from the tokens, and ``Send.backward``
+returns the gradient that the next stage sent back. ``Recv`` turns a received array into a
+tensor of this stage's graph; its backward puts the input gradient in the outbox for SEND_B.
+"""
+import numpy as np
+
+from ...backend import get_device
+from ...ops.primitive import Primitive
+from ...tensor import Tensor
+
+__all__ = ["Channel", "Mailbox", "Send", "Recv"]
+
+MAX_TENSORS = 8          # activations crossing one stage border
+MAX_DIMS = 8
+_HEADER_LEN = 1 + MAX_TENSORS * (3 + MAX_DIMS)
+_DTYPES = [np.dtype(t) for t in ("float32", "float64", "float16", "int32", "int64", "bool",
+                                 "uint8", "int8", "uint32", "int16")]
+_KIND_HEADER, _KIND_ACTIVATION, _KIND_GRADIENT = range(3)
+
+
+def contiguous(array):
+    """``array`` as a C-contiguous buffer, copied only when needed (0-d stays 0-d, unlike
+    ``ascontiguousarray``)."""
+    return array if array.flags.c_contiguous else array.copy()
+
+
+class Mailbox:
+    """Arrays handed between the Send/Recv primitives and the runtime's SEND/RECV actions,
+    keyed by ``(stage, micro-batch, tensor index)``."""
+
+    def __init__(self):
+        self.activations_out = {}    # filled by Send.forward, sent by SEND_F
+        self.gradients_in = {}       # filled by the runtime before B, read by Send.backward
+        self.gradients_out = {}      # filled by Recv.backward, sent by SEND_B
+
+    def clear(self):
+        self.activations_out.clear()
+        self.gradients_in.clear()
+        self.gradients_out.clear()
+
+
+class Send(Primitive):
+    """Forward: post ``x`` for the next stage, return a 0-d token. Backward: the gradient of
+    ``x`` received from the next stage (times the token's gradient, normally 1)."""
+
+    def __init__(self, mailbox):
+        self.mailbox = mailbox
+        self.instance_name = "pipeline.send"
+
+    def forward(self, ctx, x, key):
+        ctx.key = key
+        self.mailbox.activations_out[key] = contiguous(x)
+        return ctx.xp.zeros((), x.dtype)
+
+    def backward(self, ctx, grad):
+        received = self.mailbox.gradients_in.pop(ctx.key)
+        return received if float(grad) == 1.0 else received * grad
+
+
+class Recv(Primitive):
+    """Forward: the activation received from the previous stage, as part of this stage's
+    graph (``anchor`` is a 0-d tensor that requires grad, so the call is recorded).
+    Backward: the input gradient goes to the outbox for the previous stage."""
+
+    def __init__(self, mailbox):
+        self.mailbox = mailbox
+        self.instance_name = "pipeline.recv"
+
+    def forward(self, ctx, anchor, payload, key):
+        ctx.key = key
+        return payload
+
+    def backward(self, ctx, grad):
+        self.mailbox.gradients_out[ctx.key] = contiguous(grad)
+        return (None,)
+
+
+class Channel:
+    """Tagged nonblocking messages over a communicator (world ranks) for ``num_stages``."""
+
+    def __init__(self, communicator, num_stages):
+        self.comm = communicator
+        self.num_stages = num_stages
+
+    def _tag(self, boundary, microbatch, kind, index):
+        return ((microbatch * self.num_stages + boundary) * 3 + kind) * MAX_TENSORS + index
+
+    def _comm_for(self, array_is_host):
+        host = getattr(self.comm, "bootstrap", None)   # NCCL moves device arrays only
+        return host if array_is_host and host is not None else self.comm
+
+    # ---- activations ----------------------------------------------------------------
+    def send_activations(self, arrays, devices, dest, boundary, microbatch):
+        """Post the header and the activations; returns the requests to wait on later."""
+        if len(arrays) > MAX_TENSORS:
+            raise ValueError(f"{len(arrays)} tensors cross the border after stage {boundary}; "
+                             f"at most {MAX_TENSORS} may")
+        header = np.zeros(_HEADER_LEN, np.int64)
+        header[0] = len(arrays)
+        for i, (array, device) in enumerate(zip(arrays, devices)):
+            if array.ndim > MAX_DIMS or array.dtype not in _DTYPES:
+                raise TypeError(f"a tensor of dtype {array.dtype} and {array.ndim} dims cannot "
+                                f"cross a pipeline stage border (at most {MAX_DIMS} dims, dtypes "
+                                f"{[str(d) for d in _DTYPES]})")
+            base = 1 + i * (3 + MAX_DIMS)
+            header[base:base + 3] = (_DTYPES.index(array.dtype), int(device.is_host), array.ndim)
+            header[base + 3:base + 3 + array.ndim] = array.shape
+        requests = [self._comm_for(True).isend(header, dest,
+                                               self._tag(boundary, microbatch, _KIND_HEADER, 0))]
+        for i, (array, device) in enumerate(zip(arrays, devices)):
+            tag = self._tag(boundary, microbatch, _KIND_ACTIVATION, i)
+            requests.append(self._comm_for(device.is_host).isend(array, dest, tag))
+        return requests
+
+    def post_header(self, source, boundary, microbatch):
+        header = np.empty(_HEADER_LEN, np.int64)
+        tag = self._tag(boundary, microbatch, _KIND_HEADER, 0)
+        return self._comm_for(True).irecv(header, source, tag)
+
+    def receive_activations(self, header_request, source, boundary, microbatch):
+        """Wait for the header, then receive the activations it announces: ``[(array, device)]``."""
+        header = header_request.wait()
+        out = []
+        for i in range(int(header[0])):
+            base = 1 + i * (3 + MAX_DIMS)
+            code, on_host, ndim = (int(v) for v in header[base:base + 3])
+            shape = tuple(int(v) for v in header[base + 3:base + 3 + ndim])
+            device = get_device("CPU") if on_host else get_device(None)
+            if not on_host and device.is_host:
+                device = get_device("GPU")
+            array = device.xp.empty(shape, _DTYPES[code])
+            tag = self._tag(boundary, microbatch, _KIND_ACTIVATION, i)
+            out.append((self._comm_for(device.is_host).recv(array, source, tag), device))
+        return out
+
+    # ---- gradients ------------------------------------------------------------------
+    def send_gradients(self, arrays, devices, dest, boundary, microbatch):
+        return [self._comm_for(device.is_host).isend(
+                    array, dest, self._tag(boundary, microbatch, _KIND_GRADIENT, i))
+                for i, (array, device) in enumerate(zip(arrays, devices))]
+
+    def post_gradients(self, like, source, boundary, microbatch):
+        """Post receives for the gradients of the activations ``like`` ([(array, device)])."""
+        posted = []
+        for i, (array, device) in enumerate(like):
+            buffer = device.xp.empty(array.shape, array.dtype)
+            tag = self._tag(boundary, microbatch, _KIND_GRADIENT, i)
+            posted.append((self._comm_for(device.is_host).irecv(buffer, source, tag), device))
+        return posted
+
+
+def anchor_on(device, cache):
+    """A 0-d tensor that requires grad on ``device``: Recv's input, so the call is taped."""
+    if device not in cache:
+        cache[device] = Tensor._make(device.xp.zeros((), np.float32), device, requires_grad=True)
+    return cache[device]

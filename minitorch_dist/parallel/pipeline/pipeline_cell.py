@@ -1,0 +1,293 @@
+"""``nn.PipelineCell``: micro-batches through pipeline stages, MindSpore's semantics.
+
+``PipelineCell(net_with_loss, micro_size)`` cuts every input into ``micro_size`` equal slices
+on axis 0 and returns the **sum** of the micro-batch losses. With ``pipeline_stages = p > 1``
+each rank runs only its stage (``rank // (world // p)``) through a schedule (1F1B by default,
+GPipe, or interleaved 1F1B with ``pipeline_config``), and the loss is broadcast from the last
+stage so that every rank reports the same value.
+
+Gradients: under ``value_and_grad`` (``TrainOneStepCell``, ``Model.train``) the whole
+schedule, forwards and backwards, runs inside the call; the returned loss carries the
+stage's accumulated parameter gradients, so the ordinary gradient machinery hands them
+out. Without gradients (``Model.eval``) only the forwards run.
+
+>>> import numpy as np
+>>> import minitorch_dist as ms
+>>> from minitorch_dist import nn
+>>> net = nn.PipelineCell(nn.WithLossCell(nn.Dense(3, 1, weight_init="ones"), nn.MSELoss()), 2)
+>>> x, y = ms.Tensor(np.ones((4, 3), np.float32)), ms.Tensor(np.zeros((4, 1), np.float32))
+>>> float(net(x, y).asnumpy())          # two micro-batch losses of 9.0, summed
+18.0
+"""
+import numpy as np
+
+from ...autograd import Node, is_grad_enabled, no_grad
+from ...nn.cell import Cell
+from ...ops.primitive import Context, Primitive
+from ...tensor import Tensor
+from ..context import get_auto_parallel_context
+from .broadcast import broadcast_values
+from .interception import TraceRun, intercepting
+from .membership import this_rank_topology
+from .p2p import Channel, Mailbox, Recv, Send
+from .runner import StepRunner
+from .schedule import generate_schedule
+from .stage_plan import PipelineConfigError, StagePlan
+
+__all__ = ["PipelineCell", "split_microbatches", "current_engine"]
+
+_engines = []    # the pipelines built in this process, newest last
+
+
+def current_engine(params=()):
+    """The pipeline whose network holds ``params`` (the newest one by default), or None."""
+    wanted = {id(p) for p in params}
+    for engine in reversed(_engines):
+        if not wanted or wanted & engine.param_ids:
+            return engine
+    return None
+
+
+def _check_micro_size(micro_size):
+    if isinstance(micro_size, bool) or not isinstance(micro_size, int) or micro_size < 1:
+        raise ValueError(f"PipelineCell: micro_size must be a positive int, got {micro_size!r}")
+
+
+def split_microbatches(inputs, micro_size):
+    """Every Tensor input cut into ``micro_size`` equal slices on axis 0 (others repeated)."""
+    for i, x in enumerate(inputs):
+        if isinstance(x, Tensor):
+            if x.ndim == 0 or x.shape[0] % micro_size:
+                raise ValueError(
+                    f"PipelineCell: input {i} has shape {x.shape}; its axis 0 (the batch) must "
+                    f"be divisible by micro_size={micro_size}")
+    micro = []
+    for k in range(micro_size):
+        row = []
+        for x in inputs:
+            if isinstance(x, Tensor):
+                n = x.shape[0] // micro_size
+                row.append(Tensor._make(x.data[k * n:(k + 1) * n], x.device))
+            else:
+                row.append(x)
+        micro.append(tuple(row))
+    return micro
+
+
+class _PipelineGradients(Primitive):
+    """The node behind a pipelined loss: its backward hands each parameter the gradient the
+    schedule already accumulated (scaled by the loss's incoming gradient, normally 1)."""
+
+    differentiable = True
+    instance_name = "pipeline.gradients"
+
+    def backward(self, ctx, grad):
+        xp = ctx.xp
+        scale = grad.reshape(-1)[:1] if grad.size else grad
+        if grad.size and not bool(xp.all(grad == scale)):
+            raise ValueError("a pipelined loss can only be differentiated with a uniform "
+                             "sensitivity (the same gradient for every element)")
+        factor = float(scale[0]) if grad.size else 1.0
+        return tuple(g if factor == 1.0 else g * factor for g in ctx.grads)
+
+
+class _Engine:
+    """What every step of one PipelineCell shares on this rank."""
+
+    def __init__(self, network, topology, interleave):
+        self.network = network
+        self.topology = topology
+        self.plan = StagePlan(network, topology.stages, interleave)
+        self.mailbox = Mailbox()
+        self.send_prim = Send(self.mailbox)
+        self.recv_prim = Recv(self.mailbox)
+        self.anchors = {}
+        self.schedules = {}
+        self.channel = None
+        all_params = list(network.get_parameters())
+        self.param_ids = {id(p) for p in all_params}
+        stage = topology.stage
+        self.own_params = []
+        for param in all_params:
+            used_by = self.plan.stages_of(param)
+            param.pipeline_stages.update(used_by)
+            if used_by and stage not in used_by:
+                param.release()
+            elif param.requires_grad:
+                self.own_params.append(param)
+        self.grad_node_prim = _PipelineGradients()
+        topology.pipeline_group()       # made now, in the same order on every rank
+
+    @property
+    def num_virtual_stages(self):
+        return self.topology.stages * self.plan.chunks
+
+    def trace(self, micro_inputs, network):
+        run = TraceRun(self.plan)
+        with no_grad(), intercepting(run):
+            network(*micro_inputs)
+        self.plan.record_trace(run.calls)
+        self.channel = Channel(self.topology.communicator, self.num_virtual_stages)
+
+    def schedule(self, kind, micro_size):
+        key = (kind, micro_size, self.plan.chunks)
+        if key not in self.schedules:
+            schedule = generate_schedule(kind, self.topology.stages, micro_size,
+                                         chunks=self.plan.chunks)
+            schedule.validate()
+            self.schedules[key] = schedule
+        return self.schedules[key]
+
+
+class PipelineCell(Cell):
+    """Pipeline parallelism over micro-batches: ``PipelineCell(net_with_loss, micro_size)``.
+
+    * ``micro_size``: the number of micro-batches; at least ``pipeline_stages``, and it must
+      divide the batch.
+    * Each rank keeps and updates only its stage's parameters: the others are released
+      (their memory is freed; see ``Parameter.release``).
+    * ``stats``: after a step, what the runtime measured on this rank (peak activation
+      bytes and micro-batches held, parameter bytes of this stage and of the whole model).
+    """
+
+    _name_scope = False
+
+    def __init__(self, network, micro_size, stage_config=None):
+        super().__init__()
+        if not isinstance(network, Cell):
+            raise TypeError(f"PipelineCell: network must be a Cell (e.g. nn.WithLossCell), got "
+                            f"{type(network).__name__}")
+        _check_micro_size(micro_size)
+        if stage_config is not None:
+            raise NotImplementedError("PipelineCell: stage_config is not supported; set "
+                                      "cell.pipeline_stage on the cells instead")
+        self.network = network
+        self.micro_size = micro_size
+        stages = get_auto_parallel_context("pipeline_stages")
+        if micro_size < stages:
+            raise ValueError(f"PipelineCell: micro_size ({micro_size}) must be at least "
+                             f"pipeline_stages ({stages}), so that every stage has work")
+        config = get_auto_parallel_context("pipeline_config")
+        self.scheduler = config["pipeline_scheduler"]
+        self._engine = None
+        self.stats = {}
+        if stages > 1:
+            engine = _Engine(network, this_rank_topology(), config["pipeline_interleave"])
+            object.__setattr__(self, "_engine", engine)
+            _engines.append(engine)
+            self.stats = _parameter_stats(network)
+
+    @property
+    def topology(self):
+        """This rank's ``PipelineTopology`` (None without pipeline stages)."""
+        return None if self._engine is None else self._engine.topology
+
+    # ---- running --------------------------------------------------------------------------
+    def construct(self, *inputs):
+        micro = split_microbatches(inputs, self.micro_size)
+        if self._engine is None:           # one stage: micro-batching only
+            total = None
+            for row in micro:
+                loss = self.network(*row)
+                total = loss if total is None else total + loss
+            return total
+        train = is_grad_enabled()
+        results, runner = self._run(self.network, micro, train)
+        total = None
+        if results is not None:
+            total = results[0].data.copy()
+            for out in results[1:]:
+                total += out.data
+        (loss,) = broadcast_values(self._engine.topology, [total])
+        if not train:
+            return loss
+        return self._with_gradients(loss, runner.grads)
+
+    def _run(self, network, micro, train):
+        engine = self._engine
+        if engine.channel is None:
+            engine.trace(micro[0], network)
+        if train:
+            kind = "interleaved_1f1b" if engine.plan.chunks > 1 else self.scheduler
+            if engine.plan.chunks > 1 and self.scheduler != "1f1b":
+                raise PipelineConfigError("pipeline_interleave needs pipeline_scheduler '1f1b'")
+        else:
+            kind = "forward"
+        schedule = engine.schedule(kind, self.micro_size)
+        runner = StepRunner(engine, micro, train, network)
+        runner.execute(schedule.actions[engine.topology.stage])
+        if train:
+            self.stats.update(peak_activation_bytes=runner.peak_bytes,
+                              peak_live_microbatches=runner.peak_microbatches, schedule=kind)
+        last = engine.topology.is_last_stage
+        return ([runner.results[k] for k in range(self.micro_size)] if last else None), runner
+
+    def _with_gradients(self, loss, grads):
+        engine = self._engine
+        params = [p for p in engine.own_params if id(p) in grads]
+        ctx = Context(loss.device)
+        ctx.grads = tuple(grads[id(p)] for p in params)
+        node = Node(engine.grad_node_prim, ctx, tuple(params))
+        return Tensor._make(loss.data, loss.device, bool(params), node if params else None)
+
+    # ---- evaluation -----------------------------------------------------------------------
+    def forward_only(self, network, *inputs):
+        """Run ``network`` (a cell built on the same staged backbone) over the micro-batches,
+        forwards only, and return its outputs on every rank: each output concatenated over
+        the micro-batches on axis 0, a 0-d output (a loss) averaged."""
+        micro = split_microbatches(inputs, self.micro_size)
+        if self._engine is None:
+            with no_grad():
+                outs = [network(*row) for row in micro]
+            return _combine(outs)
+        with no_grad():
+            results, _ = self._run(network, micro, train=False)
+        combined = _combine(results) if results is not None else None
+        single = combined is not None and not isinstance(combined, tuple)
+        values = [combined] if single else (list(combined) if combined is not None else None)
+        values = broadcast_values(self._engine.topology, values)
+        return values[0] if len(values) == 1 else tuple(values)
+
+    def predict(self, *inputs):
+        """The backbone's output for ``inputs`` (no labels), pipelined, on every rank."""
+        backbone = getattr(self.network, "backbone_network", self.network)
+        return self.forward_only(backbone, *inputs)
+
+
+def _combine(outs):
+    first = outs[0]
+    if isinstance(first, (tuple, list)):
+        return tuple(_combine([o[i] for o in outs]) for i in range(len(first)))
+    if first.ndim == 0:
+        total = first.data.copy()
+        for o in outs[1:]:
+            total += o.data
+        return Tensor._make(total / len(outs), first.device)
+    xp = first.device.xp
+    return Tensor._make(xp.concatenate([o.data for o in outs], axis=0), first.device)
+
+
+def _parameter_stats(network):
+    held = sum(p.data.nbytes if not p.released else 0 for p in network.get_parameters())
+    total = sum(int(np.prod(p.shape)) * p.dtype.itemsize for p in network.get_parameters())
+    return {"parameter_bytes_held": int(held), "parameter_bytes_model": int(total)}
+
+
+class PipelineEvalCell(Cell):
+    """Evaluation of a pipelined ``WithLossCell``: ``(loss, outputs, label)`` on every rank,
+    like ``nn.WithEvalCell``, computed through the pipeline with forwards only."""
+
+    _name_scope = False
+
+    def __init__(self, pipeline):
+        super().__init__()
+        from ...nn.wrappers import WithEvalCell
+        inner = pipeline.network
+        if not hasattr(inner, "backbone_network") or not hasattr(inner, "_loss_fn"):
+            raise TypeError("evaluating a PipelineCell needs it to wrap an nn.WithLossCell "
+                            "(or pass Model an eval_network)")
+        object.__setattr__(self, "pipeline", pipeline)
+        self.eval_network = WithEvalCell(inner.backbone_network, inner._loss_fn)
+
+    def construct(self, data, label):
+        return self.pipeline.forward_only(self.eval_network, data, label)
