@@ -138,6 +138,21 @@ def test_reduce_scatter(op):
         np.testing.assert_array_equal(got, want[2 * rank:2 * rank + 2])
 
 
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_alltoall_matches_numpy(size):
+    inputs = [rank_input(r, (2 * size, 3), np.float32) for r in range(size)]
+    results = run_ranks(size, lambda comm: comm.alltoall(inputs[comm.rank]))
+    for rank, got in enumerate(results):
+        want = np.concatenate([inputs[s][2 * rank:2 * rank + 2] for s in range(size)])
+        np.testing.assert_array_equal(got, want)
+        assert not any(np.shares_memory(got, x) for x in inputs)
+
+
+def test_alltoall_rejects_mismatched_shapes_across_ranks():
+    with pytest.raises(ValueError, match="alltoall needs the same shape"):
+        run_ranks(2, lambda comm: comm.alltoall(np.zeros((2 + 2 * comm.rank, 1))), timeout=5)
+
+
 # ---- point to point -----------------------------------------------------------------------------
 def test_send_recv_tags_in_both_orders():
     def body(comm):
@@ -231,6 +246,8 @@ def test_reset_stats_zeroes_counts():
 @pytest.mark.parametrize("call, error, pattern", [
     (lambda c: c.allreduce(np.zeros(2), op="avg"), ValueError, "unknown reduction 'avg'"),
     (lambda c: c.reduce_scatter(np.zeros((3, 2))), ValueError, r"axis 0 \(3\) divisible.*2"),
+    (lambda c: c.alltoall(np.zeros((3, 2))), ValueError, r"alltoall.*axis 0 \(3\) divisible.*2"),
+    (lambda c: c.alltoall(np.float64(1.0)), ValueError, r"alltoall.*axis 0 \(none, a scalar\)"),
     (lambda c: c.broadcast(np.zeros(2), root=2), ValueError, r"root rank.*\[0, 2\).*2"),
     (lambda c: c.send(np.zeros(2), dest=-1), ValueError, "dest rank"),
     (lambda c: c.recv(np.zeros(2), source=5), ValueError, "source rank"),
@@ -269,6 +286,16 @@ def test_mismatched_collectives_time_out():
     with pytest.raises(TimeoutError, match="timed out"):
         run_ranks(2, body, timeout=1.0)
     assert time.monotonic() - start < 5
+
+
+def test_run_ranks_own_timeout_says_timed_out():
+    """Regression: when run_ranks' deadline passed before the waiting rank's own one, its
+    message lacked "timed out" and test_mismatched_collectives_time_out failed now and then."""
+    def body(comm):
+        if comm.rank == 0:
+            time.sleep(1.0)   # busy, not waiting in a collective: only run_ranks can time out
+    with pytest.raises(TimeoutError, match=r"run_ranks: timed out.*within 0.3 s"):
+        run_ranks(2, body, timeout=0.3)
 
 
 def test_aborted_peer_raises_peer_failed():

@@ -222,6 +222,7 @@ def test_nccl_collectives_world_of_one():
             assert counts == [6] and cupy.array_equal(data, x.ravel())
             assert cupy.array_equal(comm.broadcast(x.copy(), root=0), x)
             assert cupy.array_equal(comm.reduce_scatter(x), x)
+            assert cupy.array_equal(comm.alltoall(x), x)
         comm.barrier()
         assert comm.comm_stats()["calls"] > 0
         with pytest.raises(TypeError, match="CuPy arrays"):

@@ -39,7 +39,7 @@ class Communicator(abc.ABC):
 
     Public methods validate, count and delegate. ``bytes_sent`` is the payload a rank
     contributes: its whole buffer for allreduce/broadcast-root/send, its own part for
-    allgather(v) and reduce_scatter.
+    allgather(v), and what leaves the rank for reduce_scatter and alltoall.
     """
 
     rank = 0
@@ -116,6 +116,19 @@ class Communicator(abc.ABC):
         self._count("reduce_scatter", array.nbytes // self.size * (self.size - 1))
         return self._reduce_scatter(array, op)
 
+    def alltoall(self, array):
+        """Personalized exchange: axis 0 (divisible by size) is cut into ``size`` equal chunks,
+        chunk ``j`` goes to rank ``j``, and the result (same shape as ``array``) holds the
+        received chunks along axis 0 in source-rank order: result chunk ``s`` is rank ``s``'s
+        chunk ``rank``. Counted: the ``size - 1`` chunks that leave this rank."""
+        _check_array("alltoall", array)
+        if len(array.shape) == 0 or array.shape[0] % self.size:
+            first = array.shape[0] if len(array.shape) else "none, a scalar"
+            raise ValueError(f"alltoall needs axis 0 ({first}) divisible by the group size "
+                             f"{self.size}")
+        self._count("alltoall", array.nbytes // self.size * (self.size - 1))
+        return self._alltoall(array)
+
     def send(self, array, dest, tag=0):
         _check_array("send", array)
         _check_rank(dest, self.size, "dest")
@@ -163,6 +176,10 @@ class Communicator(abc.ABC):
 
     @abc.abstractmethod
     def _reduce_scatter(self, array, op): ...
+
+    def _alltoall(self, array):
+        # Not abstract: a communicator written before alltoall existed still works for the rest.
+        raise NotImplementedError(f"{type(self).__name__} does not implement alltoall")
 
     @abc.abstractmethod
     def _send(self, array, dest, tag): ...

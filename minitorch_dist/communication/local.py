@@ -184,6 +184,15 @@ class LocalCommunicator(Communicator):
         mine = slice(self.rank * chunk, (self.rank + 1) * chunk)
         return reduce_arrays([p[mine] for p in parts], op)
 
+    def _alltoall(self, array):
+        parts = self._exchange(array.copy(), "alltoall")
+        if len({(p.shape, p.dtype) for p in parts}) != 1:
+            raise ValueError(f"alltoall needs the same shape and dtype on every rank, got "
+                             f"{[(p.shape, str(p.dtype)) for p in parts]}")
+        chunk = array.shape[0] // self.size
+        mine = slice(self.rank * chunk, (self.rank + 1) * chunk)
+        return array_module(array).concatenate([p[mine] for p in parts])
+
     def _send(self, array, dest, tag):
         self._world.put((self.rank, dest, tag), array.copy())
 
@@ -254,7 +263,8 @@ def run_ranks(world_size, fn, timeout=30.0):
         comms[0].abort("run_ranks timed out")
         for thread in threads:
             thread.join(1.0)
-        raise TimeoutError(f"run_ranks: ranks did not finish within {timeout} s")
+        # worded like the ranks' own wait timeout: which of the two fires first is a race
+        raise TimeoutError(f"run_ranks: timed out, ranks did not finish within {timeout} s")
     if errors:
         primary = [e for e in errors if not isinstance(e[1], PeerFailedError)] or errors
         raise primary[0][1]

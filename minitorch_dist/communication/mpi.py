@@ -142,6 +142,12 @@ class MPICommunicator(Communicator):
         self.comm.Allgatherv(_wire(array), [_wire(result), layout])
         return result, counts.tolist()
 
+    def _alltoall(self, array):
+        _check_host("alltoall", array)
+        result = np.empty_like(array)
+        self.comm.Alltoall(_wire(array), _wire(result))  # mpi4py splits the count by size
+        return result
+
     def _broadcast(self, array, root):
         _check_host("broadcast", array)
         self.comm.Bcast(_wire(array), root=root)

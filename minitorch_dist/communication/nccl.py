@@ -171,6 +171,23 @@ class NCCLCommunicator(Communicator):
         self._join(self._finish_event())
         return result
 
+    def _alltoall(self, array):
+        self._check("alltoall", array)
+        result = self._cupy.empty_like(array)
+        dtype, stream = self._args(array)
+        count = array.size // self.size
+        step = count * array.itemsize
+        self._start()
+        # NCCL has no alltoall: one send and one receive per peer, grouped so that they are
+        # issued together and cannot deadlock on each other.
+        self._nccl.groupStart()
+        for peer in range(self.size):
+            self._comm.send(array.data.ptr + peer * step, count, dtype, peer, stream)
+            self._comm.recv(result.data.ptr + peer * step, count, dtype, peer, stream)
+        self._nccl.groupEnd()
+        self._join(self._finish_event())
+        return result
+
     # ---- point to point (tags do not reorder: see the module docstring) -------------
     def _send(self, array, dest, tag):
         self._isend(array, dest, tag).wait()

@@ -95,6 +95,22 @@ def check_reduce_scatter(comm):
         assert np.array_equal(got, want[2 * comm.rank:2 * comm.rank + 2]), (op, dtype, got)
 
 
+def check_alltoall(comm):
+    size, rank = comm.size, comm.rank
+    for dtype in (np.float32, np.float64, np.float16, np.int64):
+        # block j of rank r's input holds 10 * r + j: the result must hold 10 * s + rank in
+        # block s, whatever the backend's message order
+        blocks = [np.full((2, 3), 10 * rank + j, dtype) for j in range(size)]
+        got = comm.alltoall(np.concatenate(blocks))
+        assert got.shape == (2 * size, 3) and got.dtype == dtype, (got.shape, got.dtype)
+        want = np.concatenate([np.full((2, 3), 10 * s + rank, dtype) for s in range(size)])
+        assert np.array_equal(got, want), (dtype, got, want)
+        # the exchange is its own inverse
+        assert np.array_equal(comm.alltoall(got), np.concatenate(blocks)), dtype
+    empty = comm.alltoall(np.zeros((0, 4), np.float32))
+    assert empty.shape == (0, 4)
+
+
 def check_point_to_point(comm):
     size, rank = comm.size, comm.rank
     after, before = (rank + 1) % size, (rank - 1) % size
@@ -137,14 +153,18 @@ def check_counters(comm):
     comm.allgatherv(np.zeros(comm.rank + 1, np.float64))
     comm.broadcast(np.zeros(4, np.float32), root=0)
     comm.reduce_scatter(np.zeros((comm.size, 2), np.float16))
+    comm.alltoall(np.zeros((comm.size, 3), np.float32))      # 12 bytes to each other rank
     stats = comm.comm_stats()
-    want = 40 + 8 * (comm.rank + 1) + (16 if comm.rank == 0 else 0) + 4 * (comm.size - 1)
-    assert stats["calls"] == 4 and stats["bytes_sent"] == want, (stats, want)
+    want = 40 + 8 * (comm.rank + 1) + (16 if comm.rank == 0 else 0) + 4 * (comm.size - 1) \
+        + 12 * (comm.size - 1)
+    assert stats["calls"] == 5 and stats["bytes_sent"] == want, (stats, want)
+    assert stats["by_op"]["alltoall"] == {"calls": 1, "bytes_sent": 12 * (comm.size - 1)}
     assert stats["by_op"]["allgatherv"] == {"calls": 1, "bytes_sent": 8 * (comm.rank + 1)}
 
 
 ALL_CHECKS = (check_allreduce, check_nonblocking, check_gathers, check_broadcast,
-              check_reduce_scatter, check_point_to_point, check_split, check_counters)
+              check_reduce_scatter, check_alltoall, check_point_to_point, check_split,
+              check_counters)
 
 
 def check_all(comm):
