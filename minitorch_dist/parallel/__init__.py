@@ -1,11 +1,16 @@
 """Parallel training: data parallelism (``DistributedGradReducer``, the SINGA-style
-``DistOpt``) and the auto-parallel context."""
+``DistOpt``), pipeline parallelism (``pipeline``: ``PipelineCell``, schedules as data) and
+the auto-parallel context."""
 from .context import (ParallelMode, set_auto_parallel_context, get_auto_parallel_context,
                       reset_auto_parallel_context)
 from .dist_opt import DistOpt, DIST_OPTIONS
 from .grad_reducer import DistributedGradReducer
 from .loss_scale import DynamicLossScale
+from . import pipeline
+from .pipeline import (PipelineCell, PipelineGradReducer, pipeline_data_shard,
+                       merge_pipeline_checkpoints)
 
 __all__ = ["ParallelMode", "set_auto_parallel_context", "get_auto_parallel_context",
            "reset_auto_parallel_context", "DistOpt", "DIST_OPTIONS", "DistributedGradReducer",
-           "DynamicLossScale"]
+           "DynamicLossScale", "pipeline", "PipelineCell", "PipelineGradReducer",
+           "pipeline_data_shard", "merge_pipeline_checkpoints"]

@@ -132,7 +132,8 @@ if args.loop:
         opt(reducer(grads))
         losses.values.append(float(loss.asnumpy()))
 else:
-    Model(net_pipeline, optimizer=opt).train(1, data, callbacks=[losses], dataset_sink_mode=True)
+    model = Model(net_pipeline, optimizer=opt, metrics={"accuracy", "loss"})
+    model.train(1, data, callbacks=[losses], dataset_sink_mode=True)
 assert len(losses.values) == args.steps, losses.values
 mine = {p.name: p for p in params}
 
@@ -164,6 +165,16 @@ if replicas == 1:       # every rank reports the whole loss of the step
         assert abs(got - want) <= 1e-5 * abs(want), (losses.values, ref_losses)
 gain_shared = net.b1.gain.pipeline_stages == {stage_map()[0], stage_map()[3]}
 assert gain_shared, net.b1.gain.pipeline_stages
+
+if not args.loop:          # evaluation and prediction through the pipeline, on every rank
+    evaluated = model.eval(ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(args.batch))
+    predicted = model.predict(ms.Tensor(x[:args.batch])).asnumpy()
+    ref_net.set_train(False)
+    want_logits = ref_net(ms.Tensor(x)).asnumpy()
+    np.testing.assert_allclose(predicted, want_logits[:args.batch], rtol=1e-4, atol=1e-5)
+    accuracy = float((want_logits.argmax(1) == y).mean())
+    assert abs(evaluated["accuracy"] - accuracy) < 1e-9, (evaluated, accuracy)
+    print(f"rank {rank}: eval {evaluated}", flush=True)
 
 if args.ckpt_dir:
     ms.save_checkpoint(net, os.path.join(args.ckpt_dir, f"rank_{rank}.ckpt"))

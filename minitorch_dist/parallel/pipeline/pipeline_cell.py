@@ -14,7 +14,8 @@ out. Without gradients (``Model.eval``) only the forwards run.
 >>> import numpy as np
 >>> import minitorch_dist as ms
 >>> from minitorch_dist import nn
->>> net = nn.PipelineCell(nn.WithLossCell(nn.Dense(3, 1, weight_init="ones"), nn.MSELoss()), 2)
+>>> dense = nn.Dense(3, 1, weight_init="ones", bias_init="zeros")
+>>> net = nn.PipelineCell(nn.WithLossCell(dense, nn.MSELoss()), 2)
 >>> x, y = ms.Tensor(np.ones((4, 3), np.float32)), ms.Tensor(np.zeros((4, 1), np.float32))
 >>> float(net(x, y).asnumpy())          # two micro-batch losses of 9.0, summed
 18.0
@@ -262,7 +263,8 @@ def _combine(outs):
         total = first.data.copy()
         for o in outs[1:]:
             total += o.data
-        return Tensor._make(total / len(outs), first.device)
+        total /= len(outs)           # in place: a 0-d array stays an array
+        return Tensor._make(total, first.device)
     xp = first.device.xp
     return Tensor._make(xp.concatenate([o.data for o in outs], axis=0), first.device)
 

@@ -55,8 +55,8 @@ class StagePlan:
         if stage is None and trainable:
             raise PipelineConfigError(
                 f"cell '{self.name(cell)}' holds trainable parameters ({trainable[0].name}) but "
-                f"has no pipeline_stage; every cell with parameters needs one, e.g. "
-                f"net.{self.name(cell)}.pipeline_stage = 0")
+                "has no pipeline_stage; set pipeline_stage on it or on a cell that contains "
+                "it: every cell with parameters needs a stage")
         for param in cell._params.values():
             stages = self.param_stages.setdefault(id(param), set(param.pipeline_stages))
             if stage is not None:
