@@ -102,20 +102,19 @@ class Losses(Callback):
         self.values.append(float(out.asnumpy()))
 
 
-def build(stages, stage_of):
+def build(stages, stage_of, micro):
     ms.set_auto_parallel_context(pipeline_stages=stages)
     ms.set_seed(7)
     net = Net(stage_of)
     loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-    return net, nn.PipelineCell(nn.WithLossCell(net, loss), args.micro if stages > 1
-                                else args.micro * replicas)
+    return net, nn.PipelineCell(nn.WithLossCell(net, loss), micro)
 
 
 # ---- pipelined ----------------------------------------------------------------------------
 ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.SEMI_AUTO_PARALLEL, gradients_mean=True,
                              pipeline_config={"pipeline_scheduler": args.scheduler,
                                               "pipeline_interleave": args.interleave})
-net, net_pipeline = build(args.stages, stage_map())
+net, net_pipeline = build(args.stages, stage_map(), args.micro)
 initial = {p.name: p.asnumpy().copy() for p in net.trainable_params() if not p.released}
 params = net.infer_param_pipeline_stage()
 opt = nn.Momentum(params, 0.1, 0.9)
@@ -141,7 +140,7 @@ mine = {p.name: p for p in params}
 ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.STAND_ALONE,
                              pipeline_config={"pipeline_scheduler": "1f1b",
                                               "pipeline_interleave": False})
-ref_net, ref_pipeline = build(1, stage_map())
+ref_net, ref_pipeline = build(1, stage_map(), args.micro * replicas)
 ref_opt = nn.Momentum(ref_net.trainable_params(), 0.1, 0.9)
 step = nn.TrainOneStepCell(ref_pipeline, ref_opt, sens=1.0 / replicas)
 ref_losses = []

@@ -22,6 +22,7 @@ out. Without gradients (``Model.eval``) only the forwards run.
 """
 import numpy as np
 
+from ... import communication
 from ...autograd import Node, is_grad_enabled, no_grad
 from ...nn.cell import Cell
 from ...ops.primitive import Context, Primitive
@@ -41,7 +42,8 @@ _engines = []    # the pipelines built in this process, newest last
 
 
 def current_engine(params=()):
-    """The pipeline whose network holds ``params`` (the newest one by default), or None."""
+    """The pipeline (its ``topology`` and ``param_ids``) whose network holds ``params`` (the
+    newest one by default), or None."""
     wanted = {id(p) for p in params}
     for engine in reversed(_engines):
         if not wanted or wanted & engine.param_ids:
@@ -90,6 +92,14 @@ class _PipelineGradients(Primitive):
                              "sensitivity (the same gradient for every element)")
         factor = float(scale[0]) if grad.size else 1.0
         return tuple(g if factor == 1.0 else g * factor for g in ctx.grads)
+
+
+class _Replicas:
+    """A one-stage PipelineCell on several ranks: only its replicas matter (no runtime)."""
+
+    def __init__(self, topology, network):
+        self.topology = topology
+        self.param_ids = {id(p) for p in network.get_parameters()}
 
 
 class _Engine:
@@ -171,17 +181,23 @@ class PipelineCell(Cell):
         config = get_auto_parallel_context("pipeline_config")
         self.scheduler = config["pipeline_scheduler"]
         self._engine = None
+        self._topology = None
         self.stats = {}
         if stages > 1:
             engine = _Engine(network, this_rank_topology(), config["pipeline_interleave"])
             object.__setattr__(self, "_engine", engine)
+            self._topology = engine.topology
             _engines.append(engine)
-            self.stats = _parameter_stats(network)
+        elif communication.GlobalComm.INITED and communication.get_group_size() > 1:
+            # one stage on several ranks: every rank is a replica (plain data parallelism)
+            self._topology = this_rank_topology()
+            _engines.append(_Replicas(self._topology, network))
+        self.stats = _parameter_stats(network)
 
     @property
     def topology(self):
-        """This rank's ``PipelineTopology`` (None without pipeline stages)."""
-        return None if self._engine is None else self._engine.topology
+        """This rank's ``PipelineTopology`` (None in a single process without stages)."""
+        return self._topology
 
     # ---- running --------------------------------------------------------------------------
     def construct(self, *inputs):
