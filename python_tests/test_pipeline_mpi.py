@@ -42,6 +42,16 @@ def test_pipelined_training_equals_one_process(world, args):
         assert len(set(re.findall(r"loss (\S+)$", done.stdout, re.M))) == 1, out
 
 
+def test_activations_cross_between_virtual_gpu_stages():
+    """device_target GPU on the virtual GPU: device arrays go to the communicator as they are."""
+    done, _ = launch(2, CHECK, "--gpu", env={"MINITORCH_DIST_VIRTUAL_GPU": "1"})
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert len(re.findall(r"rank \d: stage \d on GPU:0 params", done.stdout)) == 2, out
+    match = re.search(r"PIPELINE_CHECK OK world=2 .* max_rel=(\S+)", done.stdout)
+    assert match and float(match.group(1)) <= 1e-5, out
+
+
 def test_two_stages_times_two_replicas_with_merged_checkpoint(tmp_path):
     done, _ = launch(4, CHECK, "--stages", "2", "--ckpt-dir", str(tmp_path))
     out = done.stdout + done.stderr

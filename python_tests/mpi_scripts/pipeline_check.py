@@ -28,7 +28,10 @@ parser.add_argument("--steps", type=int, default=3)
 parser.add_argument("--batch", type=int, default=8)
 parser.add_argument("--loop", action="store_true", help="value_and_grad + PipelineGradReducer")
 parser.add_argument("--ckpt-dir", default=None)
+parser.add_argument("--gpu", action="store_true", help="device_target GPU (the virtual GPU here)")
 args = parser.parse_args()
+if args.gpu:
+    ms.set_context(device_target="GPU")
 
 communication.init()
 rank, world = communication.get_rank(), communication.get_group_size()
@@ -193,7 +196,8 @@ if args.ckpt_dir:
 
 stats = net_pipeline.stats
 worst = float(communication.get_communicator().allreduce(np.array([worst]), "max")[0])
-print(f"rank {rank}: stage {net_pipeline.topology.stage} params {sorted(mine)} "
+print(f"rank {rank}: stage {net_pipeline.topology.stage} on {params[0].device} "
+      f"params {sorted(mine)} "
       f"held {stats['parameter_bytes_held']}/{stats['parameter_bytes_model']} "
       f"loss {losses.values[-1]:.6f}", flush=True)
 if rank == 0:
