@@ -65,9 +65,12 @@ def test_command_builder_rejects_bad_input(n, argv, pattern):
 def test_rank_environment_pins_threads_and_yields_the_core_unless_set():
     env = run.rank_environment({"OMP_NUM_THREADS": "3", "HOME": "/h"})
     assert env == {"OMP_NUM_THREADS": "3", "HOME": "/h", "OPENBLAS_NUM_THREADS": "1",
-                   "MKL_NUM_THREADS": "1", "OMPI_MCA_mpi_yield_when_idle": "1"}
+                   "MKL_NUM_THREADS": "1", "OMPI_MCA_mpi_yield_when_idle": "1",
+                   "MALLOC_MMAP_THRESHOLD_": str(256 << 20),
+                   "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
     assert run.rank_environment({"OMPI_MCA_mpi_yield_when_idle": "0"})[
         "OMPI_MCA_mpi_yield_when_idle"] == "0"
+    assert run.rank_environment({"MALLOC_TRIM_THRESHOLD_": "0"})["MALLOC_TRIM_THRESHOLD_"] == "0"
 
 
 def test_parse_args_stops_at_the_script():

@@ -27,7 +27,6 @@ _DEFAULTS = {
     "parameter_broadcast": False,
     "pipeline_stages": 1,
     "pipeline_config": {"pipeline_scheduler": "1f1b", "pipeline_interleave": False},
-    "pipeline_result_broadcast": True,
     "search_mode": "sharding_propagation",
     "dataset_strategy": "data_parallel",
     "full_batch": False,
@@ -74,8 +73,7 @@ def _check(key, value):
     if key in ("device_num", "global_rank") and value is not None and (
             isinstance(value, bool) or not isinstance(value, int) or value < 0):
         raise ValueError(f"{key} must be a non-negative int, got {value!r}")
-    if key in ("gradients_mean", "parameter_broadcast", "full_batch", "enable_parallel_optimizer",
-               "pipeline_result_broadcast") \
+    if key in ("gradients_mean", "parameter_broadcast", "full_batch", "enable_parallel_optimizer") \
             and not isinstance(value, bool):
         raise ValueError(f"{key} must be True or False, got {value!r}")
 

@@ -13,8 +13,9 @@ means on this rank:
 * ``SEND_B`` posts the gradients of the received activations to the previous stage.
 
 Activation memory is measured, not simulated: after ``F`` the bytes that the micro-batch's
-tape keeps for backward (every array saved by a primitive, each counted once) are added to
-the live total, and ``B`` frees them; ``peak_activation_bytes`` is the high-water mark.
+tape keeps for backward (every array saved by a primitive, each counted once, parameters
+not counted) are added to the live total, and ``B`` frees them; ``peak_activation_bytes``
+is the high-water mark.
 """
 import numpy as np
 
@@ -125,7 +126,7 @@ class StepRunner:
             roots = run.tokens
         if self.train:
             self.roots[(stage, mb)] = roots
-            nbytes = _saved_bytes(roots)
+            nbytes = _saved_bytes(roots, {id(p.data) for p in self.engine.own_params})
             self.activation_bytes[(stage, mb)] = nbytes
             self.live_bytes += nbytes
             self.peak_bytes = max(self.peak_bytes, self.live_bytes)
@@ -189,10 +190,12 @@ def _all_tensors(out):
     return type(out) in (tuple, list) and all(isinstance(o, Tensor) for o in out)
 
 
-def _saved_bytes(roots):
-    """Bytes of the arrays that the tape behind ``roots`` keeps for backward (each memory
-    block counted once; parameters and other leaves are not saved by nodes, so not counted)."""
-    seen, total = set(), 0
+def _saved_bytes(roots, parameter_arrays):
+    """Bytes of the arrays that the tape behind ``roots`` keeps for backward: the activations
+    this micro-batch holds. Each memory block counts once; the stage's parameter arrays
+    (``parameter_arrays``: their ids), which a primitive may save too (MatMul keeps its
+    weight for the input gradient), live once per process and are not counted."""
+    seen, total = set(parameter_arrays), 0
     for node in _topological_nodes([r for r in roots if r.grad_fn is not None]):
         if node.ctx is None:
             continue
