@@ -195,6 +195,13 @@ if args.ckpt_dir:
         print("PIPELINE_CKPT OK", flush=True)
 
 stats = net_pipeline.stats
+if args.stages > 1:       # the runtime holds what the schedule simulator predicts
+    from minitorch_dist.parallel.pipeline import generate_schedule
+    predicted = generate_schedule(stats["schedule"], args.stages, args.micro,
+                                  chunks=2 if args.interleave else 1).simulate().peak_activations
+    stage = net_pipeline.topology.stage
+    assert stats["peak_live_microbatches"] == predicted[stage], (stats, predicted)
+    assert stats["peak_activation_bytes"] > 0, stats
 worst = float(communication.get_communicator().allreduce(np.array([worst]), "max")[0])
 print(f"rank {rank}: stage {net_pipeline.topology.stage} on {params[0].device} "
       f"params {sorted(mine)} "
