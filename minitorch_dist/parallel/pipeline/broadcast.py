@@ -38,7 +38,9 @@ def broadcast_values(topology, values):
             device = get_device(None)
             array = device.xp.empty(tuple(int(d) for d in header[base + 2:base + 2 + ndim]),
                                     _DTYPES[code])
-        target = host if device.is_host else comm
-        target.broadcast(array, root)
+        if device.is_host or (host is comm and device.virtual):
+            host.broadcast(array, root)
+        else:                      # a real device array: NCCL's own broadcast moves it
+            comm.broadcast(array, root)
         out.append(Tensor._make(array, device))
     return out

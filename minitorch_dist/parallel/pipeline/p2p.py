@@ -17,6 +17,7 @@ tensor of this stage's graph; its backward puts the input gradient in the outbox
 import numpy as np
 
 from ...backend import get_device
+from ...communication.communicator import Request
 from ...ops.primitive import Primitive
 from ...tensor import Tensor
 
@@ -92,14 +93,33 @@ class Channel:
 
     def __init__(self, communicator, num_stages):
         self.comm = communicator
+        # Headers, and any array staged through host memory, go over the host communicator
+        # (the one that bootstrapped NCCL, or the communicator itself).
+        self.host = getattr(communicator, "bootstrap", None) or communicator
         self.num_stages = num_stages
 
     def _tag(self, boundary, microbatch, kind, index):
         return ((microbatch * self.num_stages + boundary) * 3 + kind) * MAX_TENSORS + index
 
-    def _comm_for(self, array_is_host):
-        host = getattr(self.comm, "bootstrap", None)   # NCCL moves device arrays only
-        return host if array_is_host and host is not None else self.comm
+    # ---- one tagged message -------------------------------------------------------------
+    def _staged(self, device):
+        """Device arrays travel through host memory unless the communicator moves them
+        with tags: NCCL has no tags and runs a pair's messages in posting order on one
+        stream, where a schedule's early receives would deadlock; MPI takes only NumPy
+        buffers (the virtual GPU's arrays are NumPy, so they go directly)."""
+        return not device.is_host and (self.host is not self.comm or not device.virtual)
+
+    def _isend(self, array, device, dest, tag):
+        if self._staged(device):
+            array = get_device("CPU").copy_from(array, device)
+        return self.host.isend(array, dest, tag)
+
+    def _irecv(self, shape, dtype, device, source, tag):
+        """A request whose ``wait()`` gives the received array on ``device``."""
+        if not self._staged(device):
+            return self.host.irecv(device.xp.empty(shape, dtype), source, tag)
+        request = self.host.irecv(np.empty(shape, dtype), source, tag)
+        return Request(lambda: device.copy_from(request.wait(), get_device("CPU")))
 
     # ---- activations ----------------------------------------------------------------
     def send_activations(self, arrays, devices, dest, boundary, microbatch):
@@ -117,17 +137,15 @@ class Channel:
             base = 1 + i * (3 + MAX_DIMS)
             header[base:base + 3] = (_DTYPES.index(array.dtype), int(device.is_host), array.ndim)
             header[base + 3:base + 3 + array.ndim] = array.shape
-        requests = [self._comm_for(True).isend(header, dest,
-                                               self._tag(boundary, microbatch, _KIND_HEADER, 0))]
+        requests = [self.host.isend(header, dest, self._tag(boundary, microbatch, _KIND_HEADER, 0))]
         for i, (array, device) in enumerate(zip(arrays, devices)):
             tag = self._tag(boundary, microbatch, _KIND_ACTIVATION, i)
-            requests.append(self._comm_for(device.is_host).isend(array, dest, tag))
+            requests.append(self._isend(array, device, dest, tag))
         return requests
 
     def post_header(self, source, boundary, microbatch):
         header = np.empty(_HEADER_LEN, np.int64)
-        tag = self._tag(boundary, microbatch, _KIND_HEADER, 0)
-        return self._comm_for(True).irecv(header, source, tag)
+        return self.host.irecv(header, source, self._tag(boundary, microbatch, _KIND_HEADER, 0))
 
     def receive_activations(self, header_request, source, boundary, microbatch):
         """Wait for the header, then receive the activations it announces: ``[(array, device)]``."""
@@ -140,25 +158,21 @@ class Channel:
             device = get_device("CPU") if on_host else get_device(None)
             if not on_host and device.is_host:
                 device = get_device("GPU")
-            array = device.xp.empty(shape, _DTYPES[code])
             tag = self._tag(boundary, microbatch, _KIND_ACTIVATION, i)
-            out.append((self._comm_for(device.is_host).recv(array, source, tag), device))
+            out.append((self._irecv(shape, _DTYPES[code], device, source, tag).wait(), device))
         return out
 
     # ---- gradients ------------------------------------------------------------------
     def send_gradients(self, arrays, devices, dest, boundary, microbatch):
-        return [self._comm_for(device.is_host).isend(
-                    array, dest, self._tag(boundary, microbatch, _KIND_GRADIENT, i))
+        return [self._isend(array, device, dest,
+                            self._tag(boundary, microbatch, _KIND_GRADIENT, i))
                 for i, (array, device) in enumerate(zip(arrays, devices))]
 
     def post_gradients(self, like, source, boundary, microbatch):
         """Post receives for the gradients of the activations ``like`` ([(array, device)])."""
-        posted = []
-        for i, (array, device) in enumerate(like):
-            buffer = device.xp.empty(array.shape, array.dtype)
-            tag = self._tag(boundary, microbatch, _KIND_GRADIENT, i)
-            posted.append((self._comm_for(device.is_host).irecv(buffer, source, tag), device))
-        return posted
+        return [(self._irecv(array.shape, array.dtype, device, source,
+                             self._tag(boundary, microbatch, _KIND_GRADIENT, i)), device)
+                for i, (array, device) in enumerate(like)]
 
 
 def anchor_on(device, cache):
