@@ -107,7 +107,8 @@ def rank_environment(env=None):
     keeps freed blocks of up to 256 MiB for reuse (``MALLOC_VARIABLES``): a training step
     frees and allocates the same multi-megabyte gradients every micro-batch, and handing
     them back to the system costs a page fault per 4 KiB on each reuse (measured: a third
-    of a pipeline rank's step time with 1024x1024 layers).
+    of a pipeline rank's step time with 1024x1024 layers). ``MINITORCH_DIST_SYSTEM_MALLOC=1``
+    keeps glibc's defaults.
 
     >>> rank_environment({"OMP_NUM_THREADS": "4"})["OMP_NUM_THREADS"], \\
     ...     rank_environment({})["OPENBLAS_NUM_THREADS"]
@@ -117,8 +118,9 @@ def rank_environment(env=None):
     for name in THREAD_VARIABLES:
         env.setdefault(name, "1")
     env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
-    for name, value in MALLOC_VARIABLES.items():
-        env.setdefault(name, value)
+    if env.get("MINITORCH_DIST_SYSTEM_MALLOC") != "1":      # opt-out, e.g. to measure the effect
+        for name, value in MALLOC_VARIABLES.items():
+            env.setdefault(name, value)
     return env
 
 

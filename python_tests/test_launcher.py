@@ -71,6 +71,7 @@ def test_rank_environment_pins_threads_and_yields_the_core_unless_set():
     assert run.rank_environment({"OMPI_MCA_mpi_yield_when_idle": "0"})[
         "OMPI_MCA_mpi_yield_when_idle"] == "0"
     assert run.rank_environment({"MALLOC_TRIM_THRESHOLD_": "0"})["MALLOC_TRIM_THRESHOLD_"] == "0"
+    assert "MALLOC_TRIM_THRESHOLD_" not in run.rank_environment({"MINITORCH_DIST_SYSTEM_MALLOC": "1"})
 
 
 def test_parse_args_stops_at_the_script():
