@@ -52,6 +52,7 @@ class StepRunner:
         self.received_count = {}
         self.results = {}        # mb -> last stage's output
         self.requests = []       # sends to complete before the step ends
+        self.forward_sends = {}  # (stage, mb) -> requests of its SEND_F
         self.grads = {}          # id(param) -> accumulated gradient
         self.live_bytes = 0
         self.peak_bytes = 0
@@ -69,9 +70,11 @@ class StepRunner:
                     "RECV_B": self._recv_backward}
         for action in actions:
             handlers[action.kind](action.stage, action.microbatch)
-        for request in self.requests:
-            request.wait()
+        for requests in [self.requests] + list(self.forward_sends.values()):
+            for request in requests:
+                request.wait()
         self.requests = []
+        self.forward_sends.clear()
 
     def _recv_forward(self, stage, mb):
         self.headers[(stage, mb)] = self.engine.channel.post_header(
@@ -79,7 +82,7 @@ class StepRunner:
 
     def _send_forward(self, stage, mb):
         sent = self.outgoing[(stage, mb)]
-        self.requests += self.engine.channel.send_activations(
+        self.forward_sends[(stage, mb)] = self.engine.channel.send_activations(
             [a for a, _ in sent], [d for _, d in sent], self.rank_of(stage + 1), stage, mb)
 
     def _recv_backward(self, stage, mb):
@@ -139,6 +142,11 @@ class StepRunner:
     def _backward(self, stage, mb):
         for i, (request, _) in enumerate(self.grad_posts.pop((stage, mb), [])):
             self.mailbox.gradients_in[(stage, mb, i)] = request.wait()
+        # The gradients came back, so the next stage has received the activations: their
+        # sends are complete and the buffers can go (1F1B's memory bound depends on it).
+        for request in self.forward_sends.pop((stage, mb), ()):
+            request.wait()
+        self.outgoing.pop((stage, mb), None)
         roots = [r for r in self.roots.pop((stage, mb)) if r.requires_grad]
         params = self.engine.own_params
         if roots and params:
