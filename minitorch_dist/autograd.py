@@ -7,6 +7,7 @@ fitted to its shape: broadcast axes summed away and the dtype cast back. That fi
 here, once, so a primitive's backward can return the gradient of its broadcast result.
 """
 import functools
+from time import perf_counter
 
 from .row_tensor import RowTensor
 
@@ -146,17 +147,23 @@ def _topological_nodes(roots):
     return order
 
 
-def run_backward(roots, root_grads, targets=None, retain_graph=False):
+def run_backward(roots, root_grads, targets=None, retain_graph=False, defer=None,
+                 between=None):
     """Back-propagate ``root_grads`` (arrays) from ``roots`` (tensors).
 
     With ``targets`` (a list of tensors), return their gradients (arrays, RowTensors or None)
     and leave every ``.grad`` untouched. Without, accumulate into the ``.grad`` of every leaf
     tensor that requires grad.
-    """
-    from time import perf_counter
 
+    ``defer`` (a set of ``id``s of leaf tensors, e.g. a stage's weights) splits the backward
+    in two, as zero-bubble pipelines do: first every other gradient, leaving out the deferred
+    leaves' gradients of primitives that compute them separately (``split_backward``); then
+    ``between()`` (a pipeline stage sends its input gradient here, early); then those weight
+    gradients, from the same incoming gradients. The results are the same as without.
+    """
     pending = {}   # (node, output index) -> gradient
     leaves = {}    # id(leaf) -> [leaf, gradient]
+    later = []     # (node, its output gradients, input positions deferred)
     target_ids = None if targets is None else {id(t) for t in targets}
 
     def deliver(tensor, grad):
@@ -195,18 +202,17 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False):
             out_grads = tuple(xp.zeros(shape, dtype) if g is None else
                               g if isinstance(g, (xp.ndarray, RowTensor)) else xp.asarray(g)
                               for g, (shape, dtype) in zip(out_grads, node.out_meta))
-        prim = node.prim
-        start = perf_counter()
-        in_grads = prim.backward(node.ctx, *out_grads)
-        prim.backward_time += perf_counter() - start
-        if not isinstance(in_grads, tuple):
-            in_grads = (in_grads,)
-        if len(in_grads) != len(node.inputs):
-            raise RuntimeError(f"{prim.name}.backward returned {len(in_grads)} gradients for "
-                               f"{len(node.inputs)} inputs")
-        for tensor, grad in zip(node.inputs, in_grads):
-            if grad is not None and tensor is not None and tensor.requires_grad:
-                deliver(tensor, _fit(grad, tensor, prim))
+        deferred = _deferred_inputs(node, defer)
+        if deferred:
+            later.append((node, out_grads, deferred))   # weight gradients after between()
+        _call_backward(node, out_grads, deliver, skip=deferred)
+        if not retain_graph and not deferred:
+            node.ctx = None
+
+    if later and between is not None:
+        between()
+    for node, out_grads, deferred in later:
+        _call_backward(node, out_grads, deliver, only=deferred)
         if not retain_graph:
             node.ctx = None
 
@@ -220,6 +226,42 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False):
     for tensor, grad in leaves.values():
         tensor._accumulate_grad(grad)
     return None
+
+
+def _deferred_inputs(node, defer):
+    """Positions of ``node``'s inputs whose gradients wait for the second half of a split
+    backward (empty when nothing is deferred)."""
+    if not defer or not node.prim.split_backward:
+        return ()
+    return tuple(i for i, t in enumerate(node.inputs)
+                 if t is not None and id(t) in defer and node.ctx.needs_input_grad[i])
+
+
+def _call_backward(node, out_grads, deliver, skip=(), only=None):
+    """Run ``node``'s backward and deliver its input gradients: all of them, all but the
+    positions in ``skip``, or ``only`` those (``needs_input_grad`` is narrowed to match, so
+    a split primitive computes just what is asked)."""
+    ctx, prim = node.ctx, node.prim
+    keep = [i not in skip if only is None else i in only for i in range(len(node.inputs))]
+    narrowed = bool(skip) or only is not None
+    if narrowed:
+        wanted = ctx.needs_input_grad
+        ctx.needs_input_grad = tuple(w and k for w, k in zip(wanted, keep))
+    start = perf_counter()
+    try:
+        in_grads = prim.backward(ctx, *out_grads)
+    finally:
+        if narrowed:
+            ctx.needs_input_grad = wanted
+    prim.backward_time += perf_counter() - start
+    if not isinstance(in_grads, tuple):
+        in_grads = (in_grads,)
+    if len(in_grads) != len(node.inputs):
+        raise RuntimeError(f"{prim.name}.backward returned {len(in_grads)} gradients for "
+                           f"{len(node.inputs)} inputs")
+    for tensor, grad, k in zip(node.inputs, in_grads, keep):
+        if k and grad is not None and tensor is not None and tensor.requires_grad:
+            deliver(tensor, _fit(grad, tensor, prim))
 
 
 def _memory_owner(array):

@@ -514,3 +514,39 @@ def test_pow_gradient_at_zero_base_is_finite():
     (x ** p).backward(np.ones(2))
     assert np.isfinite(p.grad.asnumpy()).all()
     np.testing.assert_allclose(p.grad.asnumpy(), [0.0, 8 * np.log(2.0)])
+
+
+# ---- split backward (zero-bubble pipelines: input gradients first, weights after) -----------
+def test_split_backward_gives_the_same_gradients_and_calls_between_first():
+    import numpy as np
+    import minitorch_dist as ms
+    from minitorch_dist import ops
+    from minitorch_dist.autograd import run_backward
+    from minitorch_dist.ops.matmul import BatchMatMul
+
+    rng = np.random.default_rng(0)
+    x = ms.Tensor(rng.standard_normal((4, 3)).astype(np.float32), requires_grad=True)
+    w1 = ms.Parameter(ms.Tensor(rng.standard_normal((3, 5)).astype(np.float32)), name="w1")
+    w2 = ms.Parameter(ms.Tensor(rng.standard_normal((5, 2)).astype(np.float32)), name="w2")
+
+    def loss():
+        return ops.relu(ops.matmul(ops.relu(ops.matmul(x, w1)), w2)).sum()
+
+    plain = run_backward([loss()], [np.ones((), np.float32)], targets=[x, w1, w2])
+    events = []
+    original = BatchMatMul.backward
+
+    def spy(self, ctx, g):
+        events.append(tuple(ctx.needs_input_grad))
+        return original(self, ctx, g)
+
+    BatchMatMul.backward = spy
+    try:
+        split = run_backward([loss()], [np.ones((), np.float32)], targets=[x, w1, w2],
+                             defer={id(w1), id(w2)}, between=lambda: events.append("between"))
+    finally:
+        BatchMatMul.backward = original
+    for a, b in zip(plain, split):
+        np.testing.assert_array_equal(a, b)
+    # input gradients only, then between(), then weight gradients only
+    assert events == [(True, False), (True, False), "between", (False, True), (False, True)]

@@ -208,6 +208,9 @@ class Conv2D(Primitive):
     [[8.0, 12.0], [20.0, 24.0]]
     """
 
+    split_backward = True     # weight/bias and input gradients share no work
+
+
     def __init__(self, out_channel=None, kernel_size=None, mode=1, pad_mode="valid", pad=0,
                  stride=1, dilation=1, group=1, data_format="NCHW"):
         if mode != 1:

@@ -18,6 +18,8 @@ class BatchMatMul(Primitive):
     [[[11.0]]]
     """
 
+    split_backward = True     # each operand's gradient is its own product
+
     min_ndim = 2
 
     def __init__(self, transpose_a=False, transpose_b=False):

@@ -79,6 +79,9 @@ class Primitive:
     """
 
     differentiable = True
+    # True where backward computes each input's gradient only when ``needs_input_grad`` asks
+    # for it, at no extra cost: a split backward (weights later) then costs nothing extra.
+    split_backward = False
     # Per-instance settings and statistics; class defaults so subclasses need not call super().__init__.
     _target_spec = None
     _target_device = None

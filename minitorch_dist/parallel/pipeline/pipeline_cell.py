@@ -127,6 +127,7 @@ class _Engine:
             elif param.requires_grad:
                 self.own_params.append(param)
         self.grad_node_prim = _PipelineGradients()
+        self.split_backward = True
         topology.pipeline_group()       # made now, in the same order on every rank
 
     @property

@@ -11,6 +11,9 @@ means on this rank:
 * ``B`` waits for them and runs the tape backward from the ``Send`` tokens (or from the
   loss on the last stage), adding the parameter gradients up over the micro-batches;
 * ``SEND_B`` posts the gradients of the received activations to the previous stage.
+  With ``split_backward`` (the default) ``B`` computes those input gradients first and
+  posts them right away, then the weight gradients (zero-bubble's split of the backward);
+  ``SEND_B`` then finds them sent.
 
 Activation memory is measured, not simulated: after ``F`` the bytes that the micro-batch's
 tape keeps for backward (every array saved by a primitive, each counted once, parameters
@@ -53,6 +56,7 @@ class StepRunner:
         self.results = {}        # mb -> last stage's output
         self.requests = []       # sends to complete before the step ends
         self.forward_sends = {}  # (stage, mb) -> requests of its SEND_F
+        self.sent_backward = set()
         self.grads = {}          # id(param) -> accumulated gradient
         self.live_bytes = 0
         self.peak_bytes = 0
@@ -93,6 +97,9 @@ class StepRunner:
             self.outgoing[(stage, mb)], self.rank_of(stage + 1), stage, mb)
 
     def _send_backward(self, stage, mb):
+        if (stage, mb) in self.sent_backward:      # sent early, inside B
+            return
+        self.sent_backward.add((stage, mb))
         received = self.incoming.pop((stage, mb), [])
         grads = []
         for i, (array, device) in enumerate(received):
@@ -150,8 +157,13 @@ class StepRunner:
         roots = [r for r in self.roots.pop((stage, mb)) if r.requires_grad]
         params = self.engine.own_params
         if roots and params:
+            # Input gradients first, sent on at once; the weight gradients after (the
+            # zero-bubble split): the previous stage starts its backward sooner.
+            split = stage > 0 and self.engine.split_backward
             found = run_backward(roots, [r.device.xp.ones(r.shape, r.dtype) for r in roots],
-                                 targets=params)
+                                 targets=params,
+                                 defer={id(p) for p in params} if split else None,
+                                 between=lambda: self._send_backward(stage, mb))
             for param, g in zip(params, found):
                 if g is not None:
                     self._accumulate(param, g)
