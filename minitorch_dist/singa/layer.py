@@ -1,0 +1,454 @@
+"""SINGA's ``layer`` module: Cells whose parameters are created at the first call.
+
+A SINGA layer learns its input size from the first input it sees: ``layer.Linear(500)``
+makes its ``(in, 500)`` weight when the first batch arrives (``Model.compile`` sends one).
+Here every layer is a minitorch_dist ``Cell`` built from the core's primitives, so layers
+nest, show up in ``trainable_params()`` and in ``ms.placement_report()``; only the
+``initialize``-on-first-call step and SINGA's argument conventions are added.
+
+Parameters follow SINGA: names ``W`` and ``b`` (paths like ``conv1.W`` in a model), the
+``Linear`` weight is ``(in, out)`` (``y = x @ W + b``), Gaussian initialisation with
+``std = sqrt(2 / (fan_in + fan_out))`` from the framework's seeded stream, zero biases, and
+parameters created on the device of the input.
+
+>>> import numpy as np
+>>> from minitorch_dist.singa import layer, tensor
+>>> fc = layer.Linear(4)
+>>> fc.get_params()
+{}
+>>> y = fc(tensor.from_numpy(np.ones((2, 3), np.float32)))
+>>> y.shape, {name: p.shape for name, p in fc.get_params().items()}
+((2, 4), {'W': (3, 4), 'b': (4,)})
+"""
+import math
+
+import numpy as np
+
+from .. import ops
+from ..nn.cell import Cell
+from ..nn.layers.basic import Dropout as CoreDropout
+from ..nn.parameter import Parameter as CoreParameter
+from ..tensor import Tensor as CoreTensor
+from . import tensor as _tensor
+from .unsupported import module_getattr, not_supported
+
+__all__ = ["Layer", "Conv2d", "Linear", "Pooling2d", "MaxPool2d", "AvgPool2d", "ReLU",
+           "Flatten", "Dropout", "SoftMaxCrossEntropy"]
+
+_PAD_MODES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+class Layer(Cell):
+    """SINGA's ``layer.Layer``: subclasses define ``forward`` and may define
+    ``initialize(*inputs)``, which runs once, just before the first ``forward``, to create
+    the parameters from the inputs' shapes.
+
+    A facade tensor made with ``stores_grad=True`` and set as an attribute (a custom layer's
+    ``self.W = tensor.Tensor(shape, x.device, stores_grad=True)``) becomes a parameter.
+    """
+
+    def __init__(self):
+        super().__init__()
+        object.__setattr__(self, "_initialized", False)
+
+    def __setattr__(self, name, value):
+        if isinstance(value, _tensor.Tensor) and value.stores_grad:
+            value = _tensor.Parameter.from_tensor(value)
+        super().__setattr__(name, value)
+
+    def initialize(self, *inputs):
+        """Create the parameters from the first inputs (nothing to do by default)."""
+
+    def forward(self, *inputs):
+        raise NotImplementedError(f"layer.Layer: {type(self).__name__} must define "
+                                  "forward(self, x)")
+
+    def construct(self, *inputs, **kwargs):
+        if not self._initialized:
+            self.initialize(*inputs)
+            object.__setattr__(self, "_initialized", True)
+        return self.forward(*inputs, **kwargs)
+
+    # ---- parameters by SINGA name ------------------------------------------------------
+    def _named_parameters(self):
+        """(dotted name relative to this layer, Parameter), without renaming anything."""
+        seen = set()
+        for path, cell in self.cells_and_names():
+            for attr, param in cell._params.items():
+                if id(param) not in seen:
+                    seen.add(id(param))
+                    yield (f"{path}.{attr}" if path else attr), param
+
+    def get_params(self):
+        """``{name: parameter}`` of the layers created so far (empty before the first call),
+        e.g. ``conv1.W``; the values are the live parameters."""
+        return dict(self._named_parameters())
+
+    def set_params(self, parameters):
+        """Copy values (Tensors or NumPy arrays) into the parameters with the same names."""
+        _copy_in(self, parameters, "set_params")
+
+    def get_states(self):
+        """The parameters plus buffers; the facade's layers keep no buffers, so the same as
+        ``get_params``."""
+        return self.get_params()
+
+    def set_states(self, states):
+        _copy_in(self, states, "set_states")
+
+
+def _copy_in(layer, values, call):
+    owner = f"{type(layer).__name__}.{call}"
+    if not hasattr(values, "items"):
+        raise TypeError(f"{owner}: expected a dict name -> Tensor or array, got "
+                        f"{type(values).__name__}")
+    mine = layer.get_params()
+    unknown = sorted(set(values) - set(mine))
+    if unknown:
+        raise KeyError(f"{owner}: no parameter named {unknown}; this model has {sorted(mine)} "
+                       "(layers get their parameters at their first call: compile first)")
+    missing = sorted(set(mine) - set(values))
+    if missing:
+        raise KeyError(f"{owner}: no value given for {missing}")
+    for name, param in mine.items():
+        value = values[name]
+        array = value.asnumpy() if isinstance(value, CoreTensor) else np.asarray(value)
+        if array.shape != param.shape:
+            raise ValueError(f"{owner}: {name!r} has shape {param.shape}, the value has shape "
+                             f"{array.shape}")
+        param.set_data(array.astype(param.dtype, copy=False))
+
+
+# ---- argument checks ------------------------------------------------------------------
+def _positive_int(value, call, name):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{call}: {name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def _pair(value, call, name, minimum=1):
+    """An int or a pair of ints (each >= minimum) as a 2-tuple."""
+    pair = (value, value) if isinstance(value, (int, np.integer)) else value
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= minimum
+            for v in pair):
+        raise ValueError(f"{call}: {name} must be an int or a pair of ints >= {minimum}, "
+                         f"got {value!r}")
+    return int(pair[0]), int(pair[1])
+
+
+def _pad_mode(value, call):
+    mode = value.upper() if isinstance(value, str) else value
+    if mode not in _PAD_MODES:
+        raise ValueError(f"{call}: pad_mode must be one of {list(_PAD_MODES)}, got {value!r}")
+    return mode
+
+
+def _same_lower(size, kernel, stride, dilation=1):
+    """SAME_LOWER pads (before, after): output ceil(size/stride), the odd pixel in front."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + dilation * (kernel - 1) + 1 - size, 0)
+    return total - total // 2, total // 2
+
+
+def _check_input(x, call, ndim):
+    if not isinstance(x, CoreTensor):
+        raise TypeError(f"{call}: expected a Tensor input, got {type(x).__name__}")
+    if x.ndim != ndim:
+        layout = "(N, C, H, W)" if ndim == 4 else "(N, features)"
+        raise ValueError(f"{call}: expected a {ndim}-D input {layout}, got shape {x.shape}")
+    if x.dtype.kind != "f":
+        raise TypeError(f"{call}: expected a floating-point input, got {x.dtype}")
+
+
+def _gaussian_parameter(shape, std, like):
+    """A parameter of ``shape`` ~ N(0, std²) (the framework's seeded stream), on ``like``'s
+    device with its dtype."""
+    from .. import random as _random
+    values = _random.rng().normal(0.0, std, shape).astype(like.dtype)
+    return _tensor.Parameter.create(values, like.device)
+
+
+def _zero_parameter(shape, like):
+    return _tensor.Parameter.create(np.zeros(shape, like.dtype), like.device)
+
+
+# ---- layers ---------------------------------------------------------------------------
+class Conv2d(Layer):
+    """``Conv2d(nb_kernels, kernel_size, *args, stride=1, padding=0, dilation=1, group=1,
+    bias=True, pad_mode="NOTSET", activation="NOTSET")`` over NCHW input.
+
+    The older form ``Conv2d(in_channels, out_channels, kernel_size[, stride[, padding]])`` is
+    accepted, as in SINGA; the input channels always come from the input (a declared
+    ``in_channels`` that disagrees with it is an error). ``activation="RELU"`` applies a ReLU.
+    ``padding`` is an int or ``(pad_h, pad_w)``; ``pad_mode`` "SAME_UPPER"/"SAME_LOWER"
+    pad to an output of ``ceil(H / stride)`` (the odd pixel after / before), "VALID" pads
+    nothing. W is ``(nb_kernels, C/group, kh, kw)``, b is ``(nb_kernels,)``.
+    """
+
+    def __init__(self, nb_kernels, kernel_size, *args, stride=1, padding=0, dilation=1,
+                 group=1, bias=True, pad_mode="NOTSET", activation="NOTSET", **kwargs):
+        call = "layer.Conv2d"
+        if len(args) > 3:
+            raise TypeError(f"{call}: at most (in_channels, out_channels, kernel_size, stride, "
+                            f"padding) positionally, got {2 + len(args)} arguments")
+        super().__init__()
+        self.in_channels = None
+        if args:            # the older form: (in_channels, out_channels, kernel_size, ...)
+            self.in_channels = _positive_int(nb_kernels, call, "in_channels")
+            nb_kernels, kernel_size = kernel_size, args[0]
+            stride = args[1] if len(args) > 1 else stride
+            padding = args[2] if len(args) > 2 else padding
+        extra = sorted(set(kwargs) - {"cudnn_prefer", "workspace_MB_limit"})
+        if extra:
+            raise TypeError(f"{call}: unexpected keyword arguments {extra}")
+        self.nb_kernels = _positive_int(nb_kernels, call, "nb_kernels")
+        self.kernel_size = _pair(kernel_size, call, "kernel_size")
+        self.stride = _pair(stride, call, "stride")
+        self.dilation = _pair(dilation, call, "dilation")
+        self.group = _positive_int(group, call, "group")
+        if isinstance(padding, (tuple, list)) and len(padding) == 4:
+            raise not_supported(f"{call}(padding={tuple(padding)})",
+                                "give padding as an int or (pad_h, pad_w)")
+        self.padding = _pair(padding, call, "padding", minimum=0)
+        self.pad_mode = _pad_mode(pad_mode, call)
+        self.bias = bool(bias)
+        act = activation.upper() if isinstance(activation, str) else activation
+        if act not in ("NOTSET", "RELU"):
+            raise ValueError(f"{call}: activation must be 'NOTSET' or 'RELU', got {activation!r}")
+        self.activation = act
+        ph, pw = self.padding
+        mode = {"SAME_UPPER": "same", "VALID": "valid"}.get(self.pad_mode, "pad")
+        pads = (ph, ph, pw, pw) if self.pad_mode == "NOTSET" else 0
+        self.conv2d = ops.Conv2D(out_channel=self.nb_kernels, kernel_size=self.kernel_size,
+                                 pad_mode=mode, pad=pads, stride=self.stride,
+                                 dilation=self.dilation, group=self.group)
+        self.relu = ops.ReLU() if act == "RELU" else None
+
+    def initialize(self, x):
+        call = "layer.Conv2d"
+        _check_input(x, call, 4)
+        channels = x.shape[1]
+        if self.in_channels is not None and self.in_channels != channels:
+            raise ValueError(f"{call}: declared {self.in_channels} input channels but the input "
+                             f"has {channels} (shape {x.shape})")
+        if channels % self.group or self.nb_kernels % self.group:
+            raise ValueError(f"{call}: input channels ({channels}) and nb_kernels "
+                             f"({self.nb_kernels}) must both divide by group ({self.group})")
+        kh, kw = self.kernel_size
+        fan_in = channels // self.group * kh * kw
+        self.W = _gaussian_parameter((self.nb_kernels, channels // self.group, kh, kw),
+                                     math.sqrt(2.0 / (fan_in + self.nb_kernels)), x)
+        if self.bias:
+            self.b = _zero_parameter((self.nb_kernels,), x)
+
+    def forward(self, x):
+        _check_input(x, "layer.Conv2d", 4)
+        if self.pad_mode == "SAME_LOWER":
+            self.conv2d.pads = (_same_lower(x.shape[2], self.kernel_size[0], self.stride[0],
+                                            self.dilation[0])
+                                + _same_lower(x.shape[3], self.kernel_size[1], self.stride[1],
+                                              self.dilation[1]))
+        y = self.conv2d(x, self.W, self.b) if self.bias else self.conv2d(x, self.W)
+        return self.relu(y) if self.relu is not None else y
+
+
+class Linear(Layer):
+    """``Linear(out_features, *args, bias=True)``: ``y = x @ W + b`` with W ``(in, out)``.
+
+    The input size is read from the first input ``(N, in)``. The older form
+    ``Linear(in_features, out_features[, bias])`` is accepted; a declared ``in_features``
+    that disagrees with the input is an error.
+    """
+
+    def __init__(self, out_features, *args, bias=True, **kwargs):
+        call = "layer.Linear"
+        if len(args) > 2:
+            raise TypeError(f"{call}: at most (in_features, out_features, bias) positionally, "
+                            f"got {1 + len(args)} arguments")
+        if kwargs:
+            raise TypeError(f"{call}: unexpected keyword arguments {sorted(kwargs)}")
+        super().__init__()
+        self.in_features = None
+        if args:            # the older form: (in_features, out_features[, bias])
+            self.in_features = _positive_int(out_features, call, "in_features")
+            out_features = args[0]
+            bias = args[1] if len(args) > 1 else bias
+        self.out_features = _positive_int(out_features, call, "out_features")
+        self.bias = bool(bias)
+        self.matmul = ops.MatMul()
+        self.bias_add = ops.Add()
+
+    def initialize(self, x):
+        call = "layer.Linear"
+        _check_input(x, call, 2)
+        n_in = x.shape[1]
+        if self.in_features is not None and self.in_features != n_in:
+            raise ValueError(f"{call}: declared in_features={self.in_features} but the input "
+                             f"has {n_in} features (shape {x.shape})")
+        self.in_features = n_in
+        self.W = _gaussian_parameter((n_in, self.out_features),
+                                     math.sqrt(2.0 / (n_in + self.out_features)), x)
+        if self.bias:
+            self.b = _zero_parameter((self.out_features,), x)
+
+    def forward(self, x):
+        _check_input(x, "layer.Linear", 2)
+        if x.shape[1] != self.in_features:
+            raise ValueError(f"layer.Linear: expected {self.in_features} input features (fixed "
+                             f"at the first call), got shape {x.shape}")
+        y = self.matmul(x, self.W)
+        return self.bias_add(y, self.b) if self.bias else y
+
+
+class Pooling2d(Layer):
+    """``Pooling2d(kernel_size, stride=None, padding=0, is_max=True, pad_mode="NOTSET")``;
+    ``stride`` defaults to ``kernel_size``. Max pooling takes an int or ``(pad_h, pad_w)``
+    ``padding`` (padding never wins the max) and every ``pad_mode``; average pooling takes
+    no padding ("NOTSET" with padding 0, or "VALID")."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, is_max=True, pad_mode="NOTSET"):
+        call = f"layer.{type(self).__name__}"
+        super().__init__()
+        self.kernel_size = _pair(kernel_size, call, "kernel_size")
+        self.stride = self.kernel_size if stride is None else _pair(stride, call, "stride")
+        self.padding = _pair(padding, call, "padding", minimum=0)
+        self.pad_mode = _pad_mode(pad_mode, call)
+        self.is_max = bool(is_max)
+        if not self.is_max and (any(self.padding) or self.pad_mode in ("SAME_UPPER", "SAME_LOWER")):
+            raise not_supported(f"{call} with padding",
+                                "average pooling here takes padding=0 (or pad_mode='VALID')")
+        prim = ops.MaxPool if self.is_max else ops.AvgPool
+        mode = "same" if self.pad_mode == "SAME_UPPER" else "valid"
+        self.pool = prim(kernel_size=self.kernel_size, strides=self.stride, pad_mode=mode)
+        if self.pad_mode == "NOTSET":
+            ph, pw = self.padding
+            self.pool.pads = (ph, ph, pw, pw)
+
+    def forward(self, x):
+        _check_input(x, f"layer.{type(self).__name__}", 4)
+        if self.pad_mode == "SAME_LOWER":
+            self.pool.pads = (_same_lower(x.shape[2], self.kernel_size[0], self.stride[0])
+                              + _same_lower(x.shape[3], self.kernel_size[1], self.stride[1]))
+        return self.pool(x)
+
+
+class MaxPool2d(Pooling2d):
+    """``MaxPool2d(kernel_size, stride=None, padding=0, pad_mode="NOTSET")``."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, pad_mode="NOTSET"):
+        super().__init__(kernel_size, stride, padding, True, pad_mode)
+
+
+class AvgPool2d(Pooling2d):
+    """``AvgPool2d(kernel_size, stride=None, padding=0, pad_mode="NOTSET")`` (padding 0)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, pad_mode="NOTSET"):
+        super().__init__(kernel_size, stride, padding, False, pad_mode)
+
+
+class ReLU(Layer):
+    """``max(x, 0)``."""
+
+    def __init__(self):
+        super().__init__()
+        self.relu = ops.ReLU()
+
+    def forward(self, x):
+        return self.relu(x)
+
+
+class Flatten(Layer):
+    """``Flatten(axis=1)``: ``(prod(shape[:axis]), prod(shape[axis:]))``."""
+
+    def __init__(self, axis=1):
+        super().__init__()
+        if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+            raise TypeError(f"layer.Flatten: axis must be an int, got {axis!r}")
+        self.axis = int(axis)
+        self.reshape = ops.Reshape()
+
+    def forward(self, x):
+        axis = self.axis + x.ndim if self.axis < 0 else self.axis
+        if not 0 <= axis <= x.ndim:
+            raise ValueError(f"layer.Flatten: axis {self.axis} is out of range for an input of "
+                             f"shape {x.shape}")
+        rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+        return self.reshape(x, (rows, int(np.prod(x.shape[axis:], dtype=np.int64))))
+
+
+class Dropout(Layer):
+    """``Dropout(ratio=0.5)``: in training, zero each element with probability ``ratio`` and
+    scale the rest by ``1 / (1 - ratio)``; the identity in evaluation (``model.eval()``)."""
+
+    def __init__(self, ratio=0.5):
+        super().__init__()
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio < 1:
+            raise ValueError(f"layer.Dropout: ratio must be in [0, 1), got {ratio!r}")
+        self.ratio = float(ratio)
+        self.dropout = CoreDropout(p=self.ratio)
+
+    def forward(self, x):
+        return self.dropout(x)
+
+
+class SoftMaxCrossEntropy(Layer):
+    """``forward(x, t)``: the batch mean of ``-log softmax(x)[label]``, shape ``(1,)``.
+
+    ``x`` is ``(B, C)`` logits. ``t`` holds B integer class indices (shape ``(B,)`` or
+    ``(B, 1)``), or a ``(B, C)`` target whose rows are normalised by their sums (SINGA's
+    one-hot form: ``tensor.Tensor((batch_size, num_classes), dev, tensor.int32)``).
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.sparse_ce = ops.SparseSoftmaxCrossEntropyWithLogits("mean")
+        self.dense_ce = ops.SoftmaxCrossEntropyWithLogits("mean")
+        self.reshape = ops.Reshape()
+
+    def forward(self, x, t):
+        call = "layer.SoftMaxCrossEntropy"
+        _check_input(x, call, 2)
+        if not isinstance(t, CoreTensor):
+            raise TypeError(f"{call}: the target must be a Tensor, got {type(t).__name__}")
+        batch, classes = x.shape
+        dev = x.device
+        target = t.data if t.device is dev else dev.copy_from(t.data, t.device)
+        if t.size == batch and t.ndim <= 2:
+            if target.dtype.kind not in "iu":
+                raise TypeError(f"{call}: class-index targets must be integers (tensor.int32), "
+                                f"got {target.dtype}")
+            labels = target.reshape(batch).astype(np.int32, copy=False)
+            loss = self._sparse(x, labels, call)
+        elif tuple(t.shape) == (batch, classes):
+            loss = self._dense(x, target, call)
+        else:
+            raise ValueError(f"{call}: the target must hold {batch} class indices or be "
+                             f"({batch}, {classes}) like the logits, got shape {t.shape}")
+        return self.reshape(loss, (1,))
+
+    def _sparse(self, x, labels, call):
+        try:
+            return self.sparse_ce(x, CoreTensor._make(labels, x.device))
+        except ValueError as err:      # a label out of range: say which SINGA call saw it
+            raise ValueError(f"{call}: {err}") from None
+
+    def _dense(self, x, target, call):
+        xp = x.device.xp
+        nonzero = target != 0
+        if target.dtype.kind in "iub" and bool((nonzero.sum(axis=1) == 1).all()):
+            # every row has one entry: normalised it is one-hot, i.e. class indices
+            return self._sparse(x, xp.argmax(nonzero, axis=1).astype(np.int32), call)
+        rows = target.astype(x.dtype).sum(axis=1, keepdims=True)
+        if not bool((rows != 0).all()):
+            raise ValueError(f"{call}: every row of a (B, C) target must have a non-zero sum "
+                             "(it is normalised by it)")
+        probs = target.astype(x.dtype) / rows
+        return self.dense_ce(x, CoreTensor._make(probs, x.device))
+
+
+_UNSUPPORTED = {name: "build it from the supported layers or minitorch_dist.nn" for name in (
+    "BatchNorm2d", "Gemm", "Embedding", "SeparableConv2d", "MaxPool1d", "AvgPool1d",
+    "RNN_Base", "RNN", "LSTM", "CudnnRNN", "Add", "Cat", "Reshape", "Sigmoid", "Tanh",
+    "MeanSquareError", "CrossEntropy", "BinaryCrossEntropy", "Softmax", "Concat", "Gather")}
+__getattr__ = module_getattr("layer", _UNSUPPORTED, __all__)
