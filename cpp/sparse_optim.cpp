@@ -3,8 +3,16 @@
 // Gradients arrive as (ids, rows). Duplicate ids are merged first so every touched row is
 // updated exactly once with its summed gradient; untouched rows (and their optimizer state)
 // are left alone, which is what makes these "lazy" updates cheap for large vocabularies.
+//
+// After the merge every distinct row is independent, so large updates split the rows into
+// contiguous blocks, one per worker thread. Each row is computed by the same code whatever the
+// thread count, so results are bit-identical with 1 or many threads.
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <initializer_list>
+#include <limits>
+#include <thread>
 #include <vector>
 
 #include "common.h"
@@ -38,8 +46,23 @@ void check_update_args(py::array& param, NamedArrays state, const py::array& ids
                               std::to_string(param.shape(1)) + ")");
 }
 
-// Runs row_fn(row_id, summed_grad_row) once per distinct id, without the GIL. Throws
-// IndexError (and changes nothing) if an id is out of range.
+// Most worker threads a row loop may use; 0 means one per hardware thread (capped at 16).
+std::atomic<int> max_threads{0};
+
+// Below this many updated elements per thread, starting a thread costs more than it saves.
+constexpr std::int64_t kMinElementsPerThread = 1 << 15;
+
+int worker_count(std::int64_t groups, std::int64_t d) {
+    int limit = max_threads.load();
+    if (limit <= 0)
+        limit = static_cast<int>(std::min(16u, std::max(1u, std::thread::hardware_concurrency())));
+    const std::int64_t by_work = groups * d / kMinElementsPerThread;
+    return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(limit, by_work)));
+}
+
+// Runs row_fn(row_id, summed_grad_row, spare_row) once per distinct id, without the GIL, on up to
+// worker_count() threads (distinct rows never share memory). Throws IndexError (and changes
+// nothing) if an id is out of range.
 template <typename T, typename RowFn>
 void for_each_merged_row(const py::array& param, const py::array& ids, const py::array& grads,
                          RowFn&& row_fn) {
@@ -54,9 +77,32 @@ void for_each_merged_row(const py::array& param, const py::array& ids, const py:
             bad_pos = first_bad_id(idx, n, rows);
             if (bad_pos < 0) {
                 const RowGroups groups = group_rows(idx, n);
-                std::vector<T> scratch(d);
-                for (std::int64_t grp = 0; grp < groups.size(); ++grp)
-                    row_fn(groups.ids[grp], group_sum(groups, grp, g, d, scratch.data()));
+                const std::int64_t count = groups.size();
+                const int workers = worker_count(count, d);
+                // Two scratch rows per worker (the summed gradient, and a spare for the
+                // row function), allocated here so that nothing can throw inside a thread.
+                std::vector<T> scratch(static_cast<std::size_t>(2 * d) * workers);
+                auto run_block = [&](int w) {
+                    const std::int64_t begin = count * w / workers;
+                    const std::int64_t end = count * (w + 1) / workers;
+                    T* own = scratch.data() + static_cast<std::int64_t>(w) * 2 * d;
+                    for (std::int64_t grp = begin; grp < end; ++grp)
+                        row_fn(groups.ids[grp], group_sum(groups, grp, g, d, own), own + d);
+                };
+                if (workers == 1) {
+                    run_block(0);
+                } else {
+                    std::vector<std::thread> pool;
+                    int started = 1;
+                    try {
+                        pool.reserve(workers - 1);
+                        for (; started < workers; ++started) pool.emplace_back(run_block, started);
+                    } catch (...) {  // no thread to be had: this thread does the remaining blocks
+                    }
+                    for (int w = started; w < workers; ++w) run_block(w);
+                    run_block(0);
+                    for (auto& t : pool) t.join();
+                }
             }
         }
         if (bad_pos >= 0) throw bad_id_error(static_cast<std::int64_t>(idx[bad_pos]), rows);
@@ -71,7 +117,7 @@ void sparse_sgd(py::array& param, const py::array& ids, const py::array& grads, 
         using T = decltype(tag);
         const T lr_t = static_cast<T>(lr), wd = static_cast<T>(weight_decay);
         T* base = data_of<T>(param);
-        for_each_merged_row<T>(param, ids, grads, [&](std::int64_t row, const T* g) {
+        for_each_merged_row<T>(param, ids, grads, [&](std::int64_t row, const T* g, T*) {
             T* w = base + row * d;
             if (weight_decay != 0.0) {
                 for (std::int64_t j = 0; j < d; ++j) w[j] -= lr_t * (g[j] + wd * w[j]);
@@ -82,11 +128,33 @@ void sparse_sgd(py::array& param, const py::array& ids, const py::array& grads, 
     });
 }
 
+// One row of lazy Adam. kNesterov puts b1*m + (1-b1)*g in the numerator (MindSpore's
+// use_nesterov); the gradient already includes weight decay.
+template <bool kNesterov, typename T>
+void adam_row(T* w, T* m, T* v, const T* g, std::int64_t d, T b1, T b2, T one_b1, T one_b2,
+              T lr_t, T eps) {
+    for (std::int64_t j = 0; j < d; ++j) {
+        const T gj = g[j];
+        m[j] = b1 * m[j] + one_b1 * gj;
+        v[j] = b2 * v[j] + one_b2 * (gj * gj);
+        const T numerator = kNesterov ? b1 * m[j] + one_b1 * gj : m[j];
+        w[j] -= lr_t * numerator / (std::sqrt(v[j]) + eps);
+    }
+}
+
+// g + weight_decay * w for one row, in `out` (the gradient row itself when there is no decay).
+template <typename T>
+const T* decayed_row(const T* g, const T* w, std::int64_t d, T wd, T* out) {
+    if (wd == T(0)) return g;
+    for (std::int64_t j = 0; j < d; ++j) out[j] = g[j] + wd * w[j];
+    return out;
+}
+
 // Adam with the bias correction folded into the step size (as TensorFlow, MindSpore and
 // torch.optim.SparseAdam do): w -= lr*sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps).
 void lazy_adam(py::array& param, py::array& m, py::array& v, const py::array& ids,
                const py::array& grads, double lr, double beta1, double beta2, double eps,
-               std::int64_t step, double weight_decay) {
+               std::int64_t step, double weight_decay, bool use_nesterov) {
     check_update_args(param, {{&m, "m"}, {&v, "v"}}, ids, grads);
     if (step < 1) throw py::value_error("step must be >= 1 (it counts updates from 1)");
     const std::int64_t d = param.shape(1);
@@ -99,14 +167,13 @@ void lazy_adam(py::array& param, py::array& m, py::array& v, const py::array& id
         const T lr_t = static_cast<T>(step_size), eps_t = static_cast<T>(eps);
         const T wd = static_cast<T>(weight_decay);
         T *w0 = data_of<T>(param), *m0 = data_of<T>(m), *v0 = data_of<T>(v);
-        for_each_merged_row<T>(param, ids, grads, [&](std::int64_t row, const T* g) {
+        for_each_merged_row<T>(param, ids, grads, [&](std::int64_t row, const T* g, T* spare) {
             T *w = w0 + row * d, *mr = m0 + row * d, *vr = v0 + row * d;
-            for (std::int64_t j = 0; j < d; ++j) {
-                const T gj = weight_decay != 0.0 ? g[j] + wd * w[j] : g[j];
-                mr[j] = b1 * mr[j] + one_b1 * gj;
-                vr[j] = b2 * vr[j] + one_b2 * (gj * gj);
-                w[j] -= lr_t * mr[j] / (std::sqrt(vr[j]) + eps_t);
-            }
+            const T* gr = decayed_row(g, w, d, wd, spare);
+            if (use_nesterov)
+                adam_row<true>(w, mr, vr, gr, d, b1, b2, one_b1, one_b2, lr_t, eps_t);
+            else
+                adam_row<false>(w, mr, vr, gr, d, b1, b2, one_b1, one_b2, lr_t, eps_t);
         });
     });
 }
@@ -130,9 +197,11 @@ void ftrl_row(T* w, T* acc, T* lin, const T* g, std::int64_t d, T lr, T l1, T tw
     }
 }
 
-// FTRL-proximal (McMahan et al.), in TensorFlow's ApplyFtrl form.
+// FTRL-proximal (McMahan et al.), in TensorFlow's ApplyFtrl form; weight_decay adds
+// weight_decay * w to the gradient first.
 void ftrl(py::array& param, py::array& accum, py::array& linear, const py::array& ids,
-          const py::array& grads, double lr, double l1, double l2, double lr_power) {
+          const py::array& grads, double lr, double l1, double l2, double lr_power,
+          double weight_decay) {
     check_update_args(param, {{&accum, "accum"}, {&linear, "linear"}}, ids, grads);
     if (lr <= 0.0) throw py::value_error("lr must be > 0");
     const std::int64_t d = param.shape(1);
@@ -140,18 +209,56 @@ void ftrl(py::array& param, py::array& accum, py::array& linear, const py::array
         using T = decltype(tag);
         const T lr_t = static_cast<T>(lr), l1_t = static_cast<T>(l1);
         const T two_l2 = static_cast<T>(2.0 * l2), exponent = static_cast<T>(-lr_power);
+        const T wd = static_cast<T>(weight_decay);
         T *w0 = data_of<T>(param), *a0 = data_of<T>(accum), *z0 = data_of<T>(linear);
-        for_each_merged_row<T>(param, ids, grads, [&](std::int64_t row, const T* g) {
+        for_each_merged_row<T>(param, ids, grads, [&](std::int64_t row, const T* g, T* spare) {
             const std::int64_t at = row * d;
+            const T* gr = decayed_row(g, w0 + at, d, wd, spare);
             if (lr_power == -0.5) {
-                ftrl_row(w0 + at, a0 + at, z0 + at, g, d, lr_t, l1_t, two_l2,
+                ftrl_row(w0 + at, a0 + at, z0 + at, gr, d, lr_t, l1_t, two_l2,
                          [](T a) { return std::sqrt(a); });
             } else {
-                ftrl_row(w0 + at, a0 + at, z0 + at, g, d, lr_t, l1_t, two_l2,
+                ftrl_row(w0 + at, a0 + at, z0 + at, gr, d, lr_t, l1_t, two_l2,
                          [exponent](T a) { return std::pow(a, exponent); });
             }
         });
     });
+}
+
+// Proximal Adagrad (MindSpore's ApplyProximalAdagrad) on the touched rows:
+//   accum += g*g;  prox = w - lr*g/sqrt(accum);
+//   w = sign(prox) * max(|prox| - lr*l1, 0) / (1 + lr*l2).
+// sqrt(accum) is floored at the smallest normal number, so an element whose accumulator and
+// gradient are both zero keeps its value instead of becoming 0/0 (the floor changes nothing
+// else: the square root of any positive float is above it).
+void proximal_adagrad(py::array& param, py::array& accum, const py::array& ids,
+                      const py::array& grads, double lr, double l1, double l2,
+                      double weight_decay) {
+    check_update_args(param, {{&accum, "accum"}}, ids, grads);
+    if (lr < 0.0) throw py::value_error("lr must be >= 0");
+    const std::int64_t d = param.shape(1);
+    dispatch_float(param, "param", [&](auto tag) {
+        using T = decltype(tag);
+        const T lr_t = static_cast<T>(lr), lr_l1 = static_cast<T>(lr * l1);
+        const T denom = static_cast<T>(1.0 + lr * l2), wd = static_cast<T>(weight_decay);
+        const T tiny = std::numeric_limits<T>::min();
+        T *w0 = data_of<T>(param), *a0 = data_of<T>(accum);
+        for_each_merged_row<T>(param, ids, grads, [&](std::int64_t row, const T* g, T* spare) {
+            T *w = w0 + row * d, *acc = a0 + row * d;
+            const T* gr = decayed_row(g, w, d, wd, spare);
+            for (std::int64_t j = 0; j < d; ++j) {
+                acc[j] += gr[j] * gr[j];
+                const T prox = w[j] - lr_t * gr[j] / std::max(std::sqrt(acc[j]), tiny);
+                const T shrunk = std::max(std::abs(prox) - lr_l1, T(0));
+                w[j] = std::copysign(shrunk, prox) / denom;
+            }
+        });
+    });
+}
+
+int set_sparse_threads(int n) {
+    if (n < 0) throw py::value_error("the thread count must be >= 0 (0 means automatic)");
+    return max_threads.exchange(n);
 }
 
 }  // namespace
@@ -163,10 +270,17 @@ void register_sparse_optim(py::module_& m) {
     m.def("lazy_adam", &lazy_adam, py::arg("param"), py::arg("m"), py::arg("v"),
           py::arg("ids"), py::arg("grads"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"),
           py::arg("eps"), py::arg("step"), py::arg("weight_decay") = 0.0,
-          "Adam on the touched rows of param, m and v only.");
+          py::arg("use_nesterov") = false, "Adam on the touched rows of param, m and v only.");
     m.def("ftrl", &ftrl, py::arg("param"), py::arg("accum"), py::arg("linear"), py::arg("ids"),
           py::arg("grads"), py::arg("lr"), py::arg("l1"), py::arg("l2"),
-          py::arg("lr_power") = -0.5, "FTRL-proximal on the touched rows.");
+          py::arg("lr_power") = -0.5, py::arg("weight_decay") = 0.0,
+          "FTRL-proximal on the touched rows.");
+    m.def("proximal_adagrad", &proximal_adagrad, py::arg("param"), py::arg("accum"),
+          py::arg("ids"), py::arg("grads"), py::arg("lr"), py::arg("l1") = 0.0,
+          py::arg("l2") = 0.0, py::arg("weight_decay") = 0.0,
+          "Proximal Adagrad on the touched rows.");
+    m.def("set_sparse_threads", &set_sparse_threads, py::arg("n"),
+          "Most threads a sparse optimizer update may use (0: automatic); returns the old value.");
 }
 
 }  // namespace mtd

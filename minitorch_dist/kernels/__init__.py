@@ -21,8 +21,8 @@ from . import reference
 from . import native
 
 _names = ["im2col", "col2im", "embedding_gather", "scatter_add_rows", "unique_merge",
-          "sparse_sgd", "lazy_adam", "ftrl", "topk_abs", "threshold_abs", "fp16_pack",
-          "fp16_unpack"]
+          "sparse_sgd", "lazy_adam", "ftrl", "proximal_adagrad", "topk_abs", "threshold_abs",
+          "fp16_pack", "fp16_unpack"]
 
 if os.environ.get("MINITORCH_DIST_NO_CPP") == "1":
     HAVE_CPP, CPP_IMPORT_ERROR = False, "disabled by MINITORCH_DIST_NO_CPP=1"
@@ -41,6 +41,7 @@ unique_merge = _impl.unique_merge
 sparse_sgd = _impl.sparse_sgd
 lazy_adam = _impl.lazy_adam
 ftrl = _impl.ftrl
+proximal_adagrad = _impl.proximal_adagrad
 topk_abs = _impl.topk_abs
 threshold_abs = _impl.threshold_abs
 fp16_pack = _impl.fp16_pack

@@ -109,25 +109,45 @@ def sparse_sgd(param, ids, grads, lr, weight_decay=0.0):
     return param
 
 
-def lazy_adam(param, m, v, ids, grads, lr, beta1, beta2, eps, step, weight_decay=0.0):
+def lazy_adam(param, m, v, ids, grads, lr, beta1, beta2, eps, step, weight_decay=0.0,
+              use_nesterov=False):
     ids, grads = _flat_update_args(param, ids, grads)
     chk.state_tables(param, m=m, v=v)
     step = chk.adam_step(step)
     work = _InPlace(param, m, v)
     _C.lazy_adam(*work.views(), ids, grads, float(lr), float(beta1), float(beta2), float(eps),
-                 step, float(weight_decay))
+                 step, float(weight_decay), bool(use_nesterov))
     work.write_back()
     return param
 
 
-def ftrl(param, accum, linear, ids, grads, lr, l1, l2, lr_power=-0.5):
+def ftrl(param, accum, linear, ids, grads, lr, l1, l2, lr_power=-0.5, weight_decay=0.0):
     ids, grads = _flat_update_args(param, ids, grads)
     chk.state_tables(param, accum=accum, linear=linear)
     lr = chk.ftrl_lr(lr)
     work = _InPlace(param, accum, linear)
-    _C.ftrl(*work.views(), ids, grads, lr, float(l1), float(l2), float(lr_power))
+    _C.ftrl(*work.views(), ids, grads, lr, float(l1), float(l2), float(lr_power),
+            float(weight_decay))
     work.write_back()
     return param
+
+
+def proximal_adagrad(param, accum, ids, grads, lr, l1=0.0, l2=0.0, weight_decay=0.0):
+    ids, grads = _flat_update_args(param, ids, grads)
+    chk.state_tables(param, accum=accum)
+    lr = _non_negative_lr(lr)
+    work = _InPlace(param, accum)
+    _C.proximal_adagrad(*work.views(), ids, grads, lr, float(l1), float(l2), float(weight_decay))
+    work.write_back()
+    return param
+
+
+def set_sparse_threads(n):
+    """Most threads one fused sparse optimizer update may use (0: one per core, at most 16);
+    returns the previous setting. Results do not depend on it."""
+    if isinstance(n, bool) or int(n) != n or n < 0:
+        raise ValueError(f"set_sparse_threads: n must be an integer >= 0 (0: automatic), got {n!r}")
+    return _C.set_sparse_threads(int(n))
 
 
 def topk_abs(flat, k):
@@ -154,3 +174,9 @@ def fp16_unpack(h, scale=1.0, out=None):
     out = chk.out_array(out, h.shape, np.float32)
     _C.fp16_unpack(np.ascontiguousarray(h), out, scale)
     return out
+
+
+def _non_negative_lr(lr):
+    if not lr >= 0:
+        raise ValueError(f"lr must be >= 0, got {lr!r}")
+    return float(lr)

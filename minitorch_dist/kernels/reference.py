@@ -132,12 +132,14 @@ def sparse_sgd(param, ids, grads, lr, weight_decay=0.0):
     return param
 
 
-def lazy_adam(param, m, v, ids, grads, lr, beta1, beta2, eps, step, weight_decay=0.0):
+def lazy_adam(param, m, v, ids, grads, lr, beta1, beta2, eps, step, weight_decay=0.0,
+              use_nesterov=False):
     """Adam on the touched rows of param, m and v only (``step`` counts updates from 1).
 
     The bias correction is folded into the step size, as in TensorFlow, MindSpore and
     ``torch.optim.SparseAdam``: ``w -= lr*sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps)``.
-    ``weight_decay`` adds ``weight_decay * w`` to the gradient (L2 regularisation).
+    ``weight_decay`` adds ``weight_decay * w`` to the gradient (L2 regularisation);
+    ``use_nesterov`` puts ``beta1*m + (1-beta1)*g`` in the numerator (MindSpore's Nesterov).
     """
     chk.state_tables(param, m=m, v=v)
     step = chk.adam_step(step)
@@ -147,23 +149,26 @@ def lazy_adam(param, m, v, ids, grads, lr, beta1, beta2, eps, step, weight_decay
         g = g + weight_decay * w
     m_rows = beta1 * m[rows] + (1.0 - beta1) * g
     v_rows = beta2 * v[rows] + (1.0 - beta2) * (g * g)
+    numerator = beta1 * m_rows + (1.0 - beta1) * g if use_nesterov else m_rows
     step_size = lr * math.sqrt(1.0 - beta2 ** step) / (1.0 - beta1 ** step)
-    param[rows] = w - step_size * m_rows / (np.sqrt(v_rows) + eps)
+    param[rows] = w - step_size * numerator / (np.sqrt(v_rows) + eps)
     m[rows] = m_rows
     v[rows] = v_rows
     return param
 
 
-def ftrl(param, accum, linear, ids, grads, lr, l1, l2, lr_power=-0.5):
+def ftrl(param, accum, linear, ids, grads, lr, l1, l2, lr_power=-0.5, weight_decay=0.0):
     """FTRL-proximal on the touched rows, in TensorFlow's ApplyFtrl form.
 
     ``accum += g^2``; ``linear += g - (accum_new^-p - accum^-p)/lr * w``;
     ``w = (sign(linear)*l1 - linear) / (accum_new^-p/lr + 2*l2)`` where ``|linear| > l1``,
-    else 0 (with ``p = lr_power``).
+    else 0 (with ``p = lr_power``). ``weight_decay`` adds ``weight_decay * w`` to ``g``.
     """
     chk.state_tables(param, accum=accum, linear=linear)
     lr = chk.ftrl_lr(lr)
     rows, g = _merged_rows(param, ids, grads)
+    if weight_decay:
+        g = g + weight_decay * param[rows]
     acc_old = accum[rows]
     acc_new = acc_old + g * g
     if lr_power == -0.5:
@@ -174,6 +179,35 @@ def ftrl(param, accum, linear, ids, grads, lr, l1, l2, lr_power=-0.5):
     quadratic = p_new / lr + 2.0 * l2
     param[rows] = np.where(np.abs(z) > l1, (np.sign(z) * l1 - z) / quadratic, 0)
     linear[rows] = z
+    accum[rows] = acc_new
+    return param
+
+
+def proximal_adagrad(param, accum, ids, grads, lr, l1=0.0, l2=0.0, weight_decay=0.0):
+    """Proximal Adagrad (MindSpore's ApplyProximalAdagrad) on the touched rows.
+
+    ``accum += g^2``; ``prox = w - lr*g/sqrt(accum)``;
+    ``w = sign(prox) * max(|prox| - lr*l1, 0) / (1 + lr*l2)``. ``weight_decay`` adds
+    ``weight_decay * w`` to ``g``. An element whose accumulator and gradient are both zero
+    keeps ``prox = w`` (no 0/0).
+
+    >>> import numpy as np
+    >>> w, acc = np.array([[1.0], [2.0]]), np.zeros((2, 1))
+    >>> _ = proximal_adagrad(w, acc, np.array([1, 1]), np.array([[1.5], [1.5]]), 0.5)
+    >>> w.ravel().tolist(), acc.ravel().tolist()      # row 1: 2 - 0.5 * 3 / 3
+    ([1.0, 1.5], [0.0, 9.0])
+    """
+    chk.state_tables(param, accum=accum)
+    lr = _non_negative_lr(lr)
+    rows, g = _merged_rows(param, ids, grads)
+    w = param[rows]
+    if weight_decay:
+        g = g + weight_decay * w
+    acc_new = accum[rows] + g * g
+    root = np.maximum(np.sqrt(acc_new), np.finfo(param.dtype).tiny)
+    prox = w - lr * g / root
+    shrunk = np.maximum(np.abs(prox) - lr * l1, 0)
+    param[rows] = np.copysign(shrunk, prox) / (1.0 + lr * l2)
     accum[rows] = acc_new
     return param
 
@@ -230,3 +264,9 @@ def fp16_unpack(h, scale=1.0, out=None):
         with np.errstate(invalid="ignore"):  # NaN payloads pass through
             out /= np.float32(scale)
     return out
+
+
+def _non_negative_lr(lr):
+    if not lr >= 0:
+        raise ValueError(f"lr must be >= 0, got {lr!r}")
+    return float(lr)

@@ -2,10 +2,17 @@
 
 Both follow PyTorch's formulas (bias-corrected moments, ``eps`` added after the bias
 correction of the second moment) and update in place on two reused scratch arrays.
+``Adam(use_lazy=True)`` (and ``LazyAdam``) instead follows MindSpore's fused Adam kernel and
+applies a ``RowTensor`` gradient to its rows only.
 """
 import math
 
-from .optimizer import Optimizer, effective_gradient, positive, unit_interval
+import numpy as np  # host scalars only (beta1_power / beta2_power)
+
+from ...row_tensor import RowTensor
+from ..parameter import Parameter
+from .optimizer import (Optimizer, effective_gradient, host_kernel, merge_rows, positive,
+                        row_gradient, unit_interval)
 
 __all__ = ["Adam", "AdamWeightDecay", "AdamW"]
 
@@ -25,6 +32,11 @@ class Adam(Optimizer):
     ``moment2.<param name>``. ``RowTensor`` gradients are made dense (every row's moments
     decay, as in MindSpore's ``Adam``; ``LazyAdam`` updates only the touched rows).
 
+    ``use_lazy=True`` makes this optimizer a :class:`LazyAdam`: MindSpore's fused form
+    ``w -= lr*sqrt(1-beta2**t)/(1-beta1**t) * m / (sqrt(v) + eps)`` for every gradient, a
+    ``RowTensor`` gradient updating only the rows it names (and their moments), and the
+    extra state ``beta1_power``/``beta2_power`` (``beta**t`` after ``t`` steps).
+
     >>> import minitorch_dist as ms
     >>> from minitorch_dist import nn
     >>> w = ms.Parameter(ms.Tensor([1.0, -1.0]), name="w")
@@ -37,7 +49,8 @@ class Adam(Optimizer):
     _decoupled_decay = False
 
     def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
-                 use_locking=False, use_nesterov=False, weight_decay=0.0, loss_scale=1.0):
+                 use_locking=False, use_nesterov=False, weight_decay=0.0, loss_scale=1.0,
+                 use_lazy=False):
         owner = type(self).__name__
         beta1 = unit_interval(owner, "beta1", beta1)
         beta2 = unit_interval(owner, "beta2", beta2)
@@ -46,10 +59,25 @@ class Adam(Optimizer):
         self.beta1, self.beta2, self.eps = beta1, beta2, eps
         self.use_locking = bool(use_locking)
         self.use_nesterov = bool(use_nesterov)
+        self.use_lazy = bool(use_lazy)
+        if self.use_lazy:
+            if self._decoupled_decay:
+                raise ValueError(f"{owner}: use_lazy=True is not supported with decoupled "
+                                 "weight decay; use nn.LazyAdam or nn.Adam(use_lazy=True)")
+            self.supports_sparse = True   # RowTensor gradients reach _apply_one as they are
+            # beta**t after t steps, as MindSpore's shape-[1] Parameters; host scalars like
+            # global_step (the step size is computed on the host whatever the target)
+            self.beta1_power = Parameter(np.ones(1, np.float32), name="beta1_power",
+                                         requires_grad=False, device="CPU")
+            self.beta2_power = Parameter(np.ones(1, np.float32), name="beta2_power",
+                                         requires_grad=False, device="CPU")
         self._add_slots("moment1")
         self._add_slots("moment2")
 
     def _apply_one(self, i, param, grad, lr, weight_decay, step, device):
+        if self.use_lazy:
+            self._apply_lazy(i, param, grad, lr, weight_decay, step, device)
+            return
         xp = device.xp
         b1, b2 = self.beta1, self.beta2
         m = self._slot("moment1", i, device)
@@ -83,8 +111,74 @@ class Adam(Optimizer):
         tmp *= step_size * c
         param -= tmp
 
+    def _apply_lazy(self, i, param, grad, lr, weight_decay, step, device):
+        """MindSpore's fused Adam step; a RowTensor gradient touches only its (merged) rows."""
+        b1, b2, t = self.beta1, self.beta2, step + 1
+        self.beta1_power.data[0] = b1 ** t
+        self.beta2_power.data[0] = b2 ** t
+        m = self._slot("moment1", i, device)
+        v = self._slot("moment2", i, device)
+        if not isinstance(grad, RowTensor):
+            buf, tmp = self._scratch(i, device, param, 2)
+            g = effective_gradient(device.xp, param, grad, buf, tmp, weight_decay,
+                                   self._inv_scale)
+            fused_adam_update(device.xp, param, m, v, g, lr, b1, b2, self.eps, t,
+                              self.use_nesterov, buf, tmp)
+            return
+        ids, values = row_gradient(grad, param, self._inv_scale)
+        kernel = host_kernel(device, param, "lazy_adam")
+        if kernel is not None:   # fused, multithreaded: merges duplicates and updates in place
+            kernel(param, m, v, ids, values, lr, b1, b2, self.eps, t, weight_decay,
+                   self.use_nesterov)
+            return
+        xp = device.xp
+        rows, g = merge_rows(xp, param, ids, values)
+        w, m_rows, v_rows = param[rows], m[rows], v[rows]
+        if weight_decay:
+            g = g + weight_decay * w
+        fused_adam_update(xp, w, m_rows, v_rows, g, lr, b1, b2, self.eps, t, self.use_nesterov,
+                          xp.empty_like(w), xp.empty_like(w))
+        param[rows], m[rows], v[rows] = w, m_rows, v_rows
+
     def extra_repr(self):
-        return f"{super().extra_repr()}, beta1={self.beta1}, beta2={self.beta2}, eps={self.eps}"
+        lazy = ", use_lazy=True" if self.use_lazy else ""
+        return (f"{super().extra_repr()}, beta1={self.beta1}, beta2={self.beta2}, "
+                f"eps={self.eps}{lazy}")
+
+
+def fused_adam_update(xp, w, m, v, g, lr, beta1, beta2, eps, t, nesterov, buf, tmp):
+    """MindSpore's fused Adam on arrays, in place (``t`` counts steps from 1)::
+
+        m = beta1*m + (1-beta1)*g;  v = beta2*v + (1-beta2)*g*g
+        w -= lr*sqrt(1-beta2**t)/(1-beta1**t) * m / (sqrt(v) + eps)
+
+    with ``beta1*m + (1-beta1)*g`` in place of ``m`` in the numerator when ``nesterov``.
+    The operations run in the order of the C++ ``lazy_adam`` kernel, so both give the same
+    bits. ``buf`` and ``tmp`` are scratch arrays shaped like ``w``; ``g`` may be ``buf``.
+    """
+    lr_t = lr * math.sqrt(1.0 - beta2 ** t) / (1.0 - beta1 ** t)
+    m *= beta1
+    xp.multiply(g, 1.0 - beta1, out=tmp)
+    m += tmp
+    v *= beta2
+    xp.multiply(g, g, out=tmp)
+    tmp *= 1.0 - beta2
+    v += tmp
+    if nesterov:
+        xp.multiply(g, 1.0 - beta1, out=buf)
+        xp.multiply(m, beta1, out=tmp)
+        buf += tmp
+        buf *= lr_t
+        xp.sqrt(v, out=tmp)
+        tmp += eps
+        buf /= tmp
+        w -= buf
+    else:
+        xp.multiply(m, lr_t, out=tmp)
+        xp.sqrt(v, out=buf)
+        buf += eps
+        tmp /= buf
+        w -= tmp
 
 
 class AdamWeightDecay(Adam):

@@ -9,7 +9,9 @@ import math
 
 import numpy as np  # host scalars only (the step counter); update math uses the device's xp
 
+from ... import kernels
 from ...backend import VALID_TARGETS, get_device
+from ...kernels._checks import bad_id_error
 from ...row_tensor import RowTensor
 from ...tensor import Tensor
 from ..cell import Cell
@@ -312,6 +314,51 @@ def effective_gradient(xp, param, grad, out, tmp, weight_decay, inv_scale):
         xp.multiply(param, weight_decay, out=tmp)
         out += tmp
     return out
+
+
+# ---- sparse (RowTensor) updates -------------------------------------------------------------
+def row_gradient(grad, param, inv_scale):
+    """``(ids, values)`` of a RowTensor gradient for a row update of the array ``param``:
+    values in param's dtype and already divided by the loss scale (before duplicates merge,
+    so the host kernels and the array-module path sum the same numbers)."""
+    values = grad.values.data
+    if values.dtype != param.dtype:
+        values = values.astype(param.dtype)
+    if inv_scale != 1.0:
+        values = values * inv_scale
+    return grad.indices.data, values
+
+
+def merge_rows(xp, param, ids, values):
+    """Sorted distinct ``ids`` and ``values`` summed per id, with the array module ``xp``
+    (what a device runs; the host kernels merge on their own). Ids outside the table raise
+    the same IndexError as the host kernels.
+
+    >>> import numpy as np
+    >>> rows, summed = merge_rows(np, np.zeros((5, 1)), np.array([3, 1, 3]),
+    ...                           np.array([[1.0], [2.0], [4.0]]))
+    >>> rows.tolist(), summed.ravel().tolist()
+    ([1, 3], [2.0, 5.0])
+    """
+    n = param.shape[0]
+    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
+        bad = int(ids[(ids < 0) | (ids >= n)][0])
+        raise bad_id_error(bad, n)
+    rows, inverse = xp.unique(ids, return_inverse=True)
+    merged = xp.zeros((rows.shape[0],) + tuple(values.shape[1:]), values.dtype)
+    xp.add.at(merged, inverse.reshape(-1), values)
+    return rows, merged
+
+
+def host_kernel(device, param, name):
+    """The fused host kernel ``minitorch_dist.kernels.<name>`` (C++ when built, else its
+    NumPy twin) when ``param`` is a float32/float64 array on the host, else None."""
+    if not device.is_host or param.dtype not in _KERNEL_DTYPES:
+        return None
+    return getattr(kernels, name)
+
+
+_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _as_float(owner, name, value):
