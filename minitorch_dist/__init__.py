@@ -6,7 +6,8 @@
 >>> x.grad.asnumpy().tolist()
 [3.0, 3.0]
 """
-from .backend import Device, get_device, transfer_stats, reset_transfer_stats
+from .backend import (Device, DeviceOutOfMemoryError, get_device, transfer_stats,
+                      reset_transfer_stats)
 from .backend.dtypes import (float16, float32, float64, int8, uint8, int32, uint32, int64, bool_)
 from .context import set_context, get_context, GRAPH_MODE, PYNATIVE_MODE
 from .random import set_seed, get_seed

@@ -1,18 +1,35 @@
-"""``ms.placement_report()``: where every primitive instance ran and what it cost."""
-from .ops.primitive import primitives_that_ran
+"""``ms.placement_report()``: where every primitive instance ran and what it cost, and where
+the optimizers applied their updates."""
+import operator
+
+from .backend import get_device
+from .ops.primitive import display_name, primitives_that_ran
+from .tensor import Tensor
+
+_updates = {}   # name -> row dict, in order of first update
 
 
 class PlacementReport(list):
-    """A list of dicts (one per primitive instance) that prints as a table."""
+    """A list of dicts (one per primitive instance) that prints as a table.
+
+    ``updates`` lists the optimizers' parameter updates (see :func:`record_update`); they
+    print as a second table under the primitives.
+    """
 
     columns = ("name", "device", "calls", "forward_ms", "backward_ms", "bytes_in", "bytes_out")
+    update_columns = ("update", "device", "calls", "update_ms", "bytes")
+
+    def __init__(self, rows=(), updates=()):
+        super().__init__(rows)
+        self.updates = list(updates)
 
     def __str__(self):
-        rows = [self.columns] + [tuple(_fmt(r[c]) for c in self.columns) for r in self]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(self.columns))]
-        lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows]
-        lines.insert(1, "  ".join("-" * w for w in widths))
-        return "\n".join(lines)
+        text = _table(self.columns, [[r["display"]] + [r[c] for c in self.columns[1:]] for r in self])
+        if self.updates:
+            text += "\n\n" + _table(self.update_columns,
+                                    [[r["name"], r["device"], r["calls"], r["update_ms"], r["bytes"]]
+                                     for r in self.updates])
+        return text
 
     def by_device(self):
         """Total calls per device name."""
@@ -22,31 +39,45 @@ class PlacementReport(list):
         return totals
 
 
+def _table(header, rows):
+    rows = [tuple(header)] + [tuple(_fmt(v) for v in row) for row in rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
 def _fmt(value):
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def placement_report():
-    """One row per primitive instance that ran: op, device, calls, time, bytes moved.
+    """One row per primitive instance that ran: op, device, calls, time, bytes moved; then
+    the optimizers' updates, one row per name given to :func:`record_update`.
 
-    ``bytes_in`` counts inputs copied onto the primitive's device before it ran;
-    ``bytes_out`` counts gradients copied back to where those inputs came from.
-    Instances are held weakly: one that has been garbage collected drops out of the report.
+    A row's ``name`` is the instance's scope (``layer1.matmul``), ``op`` its type (``MatMul``)
+    and ``display`` both, as the table prints it: ``layer1.matmul (MatMul)``. ``target`` is
+    its ``set_device`` target (None: it follows its inputs). ``bytes_in`` counts inputs copied
+    onto the primitive's device before it ran; ``bytes_out`` counts gradients copied back to
+    where those inputs came from. Instances are held weakly: one that has been garbage
+    collected drops out of the report.
 
     >>> import minitorch_dist as ms
     >>> from minitorch_dist import ops
     >>> add = ops.Add()
+    >>> add.instance_name = "head.add"
     >>> _ = add(ms.Tensor([1.0]), ms.Tensor([2.0]))
-    >>> [row["device"] for row in ms.placement_report() if row["name"] == add.name]
-    ['CPU']
+    >>> [(row["display"], row["device"]) for row in ms.placement_report() if row["op"] == "Add"][-1]
+    ('head.add (Add)', 'CPU')
     """
-    rows = PlacementReport()
+    rows = []
     for prim in primitives_that_ran():
         if not prim.calls:
             continue
         rows.append({
             "name": prim.name,
             "op": type(prim).__name__,
+            "display": display_name(prim),
             "device": prim.device_used.name if prim.device_used is not None else "-",
             "target": prim.primitive_target,
             "calls": prim.calls,
@@ -55,12 +86,69 @@ def placement_report():
             "bytes_in": prim.bytes_in,
             "bytes_out": prim.bytes_out,
         })
-    return rows
+    updates = [{"name": name, "device": r["device"], "calls": r["calls"],
+                "update_ms": r["seconds"] * 1e3, "bytes": r["bytes"]} for name, r in _updates.items()]
+    return PlacementReport(rows, updates)
+
+
+def record_update(name, device, seconds, nbytes):
+    """Count one optimizer update for the placement report.
+
+    ``name`` says what was updated (``"SGD.embedding_table"``), ``device`` where the update
+    ran (a Device or "CPU"/"GPU"), ``seconds`` how long it took and ``nbytes`` the gradient
+    bytes it applied (for a sparse gradient, its rows and indices only). Repeated calls with
+    one name add up.
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist.placement import record_update
+    >>> ms.reset_placement_stats()
+    >>> record_update("SGD.embedding_table", "CPU", 0.002, 4096)
+    >>> record_update("SGD.embedding_table", "CPU", 0.001, 4096)
+    >>> ms.placement_report().updates
+    [{'name': 'SGD.embedding_table', 'device': 'CPU', 'calls': 2, 'update_ms': 3.0, 'bytes': 8192}]
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"record_update: name must be a non-empty string, got {name!r}")
+    device_name = get_device(device).name if device is not None else "-"
+    try:
+        count = operator.index(nbytes)
+    except TypeError:
+        count = -1
+    if isinstance(nbytes, bool) or count < 0:
+        raise ValueError(f"record_update: nbytes must be a non-negative int, got {nbytes!r}")
+    row = _updates.get(name)
+    if row is None:
+        row = _updates[name] = {"device": device_name, "calls": 0, "seconds": 0.0, "bytes": 0}
+    row["device"] = device_name
+    row["calls"] += 1
+    row["seconds"] += float(seconds)
+    row["bytes"] += count
+
+
+def gradient_nbytes(grad):
+    """Bytes of a gradient as an optimizer applies it: an array's or Tensor's ``nbytes``; a
+    ``RowTensor``'s indices and values (its rows, never the dense table); 0 for None.
+
+    >>> import numpy as np
+    >>> import minitorch_dist as ms
+    >>> rows = ms.RowTensor(ms.Tensor(np.array([3, 7])), ms.Tensor(np.ones((2, 4), np.float32)), (1000, 4))
+    >>> gradient_nbytes(rows), gradient_nbytes(np.ones((2, 4), np.float32)), gradient_nbytes(None)
+    (48, 32, 0)
+    """
+    if grad is None:
+        return 0
+    if hasattr(grad, "indices") and hasattr(grad, "values"):
+        return int(grad.indices.data.nbytes + grad.values.data.nbytes)
+    if isinstance(grad, Tensor):
+        grad = grad.data
+    return int(getattr(grad, "nbytes", 0))
 
 
 def reset_placement_stats():
-    """Zero every primitive's counters (the report starts empty again)."""
+    """Zero every primitive's counters and forget the recorded updates (the report starts
+    empty again)."""
     for prim in primitives_that_ran():
         prim.calls = 0
         prim.forward_time = prim.backward_time = 0.0
         prim.bytes_in = prim.bytes_out = 0
+    _updates.clear()

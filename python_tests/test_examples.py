@@ -32,5 +32,7 @@ def test_seed_000_single_process_loss_falls_and_matmuls_run_on_the_host():
     losses = [float(x) for x in re.findall(r"step: 0, loss is ([0-9.]+)", out)]
     assert len(losses) == 3 and losses[-1] < losses[0], out
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("layer")}
-    assert all(rows[f"layer{i}.{op}"][1] == "CPU" for i in (1, 2, 3) for op in ("matmul", "add"))
+    # the report names scope and type, as seed 000's check reads it: "layer1.matmul (MatMul)  CPU"
+    assert all(rows[f"layer{i}.{op}"][1:3] == [f"({kind})", "CPU"] for i in (1, 2, 3)
+               for op, kind in (("matmul", "MatMul"), ("add", "Add")))
     assert "GPU:0" in out   # the rest ran on the (virtual) device

@@ -71,4 +71,9 @@ def test_core_doc_snippets_run():
     # spot checks of what the page promises
     assert "[5.0, 7.0, 9.0]" in out                       # autograd example
     assert "'host_to_device': 216, 'device_to_host': 216" in out   # placement example
+    assert ("primitive target does not match backend: GPU, primitive_target: CPU, node name: "
+            "layer1.add (Add)") in result.stderr                 # the seed-000 log line, once
+    assert result.stderr.count("does not match backend") == 1
+    assert "CPU RowTensor" in out and "'host_to_device': 192, 'device_to_host': 192" in out
+    assert "needs 31.2 KiB (32000 bytes)" in out               # the virtual GPU's capacity
     assert "[42.0, 1.0, 2.0, 3.0]" in out                 # dlpack example

@@ -1,4 +1,5 @@
 """Devices, array modules, buffer pools, dtypes and copy counters."""
 from .device import Device, get_device, host, virtual_gpu_enabled, cupy_or_none, VALID_TARGETS
+from .memory import DeviceOutOfMemoryError, parse_size
 from .transfer import transfer_stats, reset_transfer_stats
 from . import dtypes

@@ -5,12 +5,16 @@
 * the virtual GPU (``MINITORCH_DIST_VIRTUAL_GPU=1``): NumPy arrays that the framework treats
   as living on a separate device, so every host/device copy is made for real and counted.
   It lets placement and heterogeneous-training code run and be tested on a laptop.
+  ``MINITORCH_DIST_VIRTUAL_GPU_MEMORY=512MiB`` gives it a capacity (see ``memory.py``).
 """
 import os
+import re
 
 import numpy as np
 
 from . import transfer
+from .memory import (GPU_ENV, VIRTUAL_ENV, MemoryBudget, DeviceOutOfMemoryError, describe,
+                     out_of_memory, parse_size)
 from .pool import BufferPool
 
 VALID_TARGETS = ("CPU", "GPU")
@@ -36,14 +40,23 @@ def cupy_or_none():
 class Device:
     """One place where arrays live; ``xp`` is its array module."""
 
-    def __init__(self, kind, index=0, virtual=False):
+    def __init__(self, kind, index=0, virtual=False, capacity=None):
         self.kind = kind
         self.index = index
         self.virtual = virtual
+        # ``memory``: the byte budget of a virtual GPU with a capacity, else None (no counting)
+        self.memory = None
         if kind == "CPU" or virtual:
             self.xp = np
         else:
             self.xp = cupy_or_none()
+        if virtual and capacity is not None:
+            self.memory = MemoryBudget(self, parse_size(capacity, VIRTUAL_ENV),
+                                       f"set by {VIRTUAL_ENV}={capacity}")
+        elif self.xp is not np and capacity is not None:
+            with self.xp.cuda.Device(index):
+                self.xp.get_default_memory_pool().set_limit(size=parse_size(capacity, GPU_ENV))
+        self._capacity_spec = capacity
         self.pool = BufferPool(self.xp)
 
     @property
@@ -72,6 +85,45 @@ class Device:
     def __hash__(self):
         return hash((self.kind, self.index, self.virtual))
 
+    def memory_stats(self):
+        """``{"capacity", "in_use", "peak"}`` in bytes, where this device keeps count; None on
+        the host and on a virtual GPU without a capacity.
+
+        >>> get_device("CPU").memory_stats() is None
+        True
+        """
+        if self.memory is not None:
+            return self.memory.stats()
+        if self.xp is np:
+            return None
+        pool = self.xp.get_default_memory_pool()
+        with self.xp.cuda.Device(self.index):
+            return {"capacity": self._capacity()[0], "in_use": pool.used_bytes(),
+                    "peak": pool.total_bytes()}
+
+    def _capacity(self):
+        """A real GPU's capacity and where it comes from: the CuPy pool limit, else its memory."""
+        limit = self.xp.get_default_memory_pool().get_limit()
+        if limit:
+            return limit, f"the CuPy memory pool limit, set by {GPU_ENV}={self._capacity_spec}" \
+                if self._capacity_spec else "the CuPy memory pool limit"
+        return self.xp.cuda.runtime.memGetInfo()[1], "the GPU's memory"
+
+    def memory_error(self, err, requested=None, what=""):
+        """The DeviceOutOfMemoryError that replaces ``err`` (a MemoryError raised while
+        allocating on this device); None where ``err`` should stay as it is."""
+        if isinstance(err, DeviceOutOfMemoryError) or self.xp is np:
+            return None
+        with self.xp.cuda.Device(self.index):
+            capacity, source = self._capacity()
+            in_use = self.xp.get_default_memory_pool().used_bytes()
+        if requested is None:
+            requested = getattr(err, "_size", None)
+            if requested is None:   # "Out of memory allocating 1,024 bytes (allocated so far: ...)"
+                found = re.search(r"allocating ([0-9,]+) bytes", str(err))
+                requested = int(found.group(1).replace(",", "")) if found else 0
+        return out_of_memory(self, requested, in_use, capacity, f"{source}; CuPy said: {err}", what)
+
     def host_array(self, array):
         """``array`` (on this device) as a NumPy array, without counting."""
         if self.xp is np:
@@ -83,14 +135,24 @@ class Device:
         if src is self:
             return array
         if self.xp is np:
+            if self.memory is not None:   # fail before allocating what does not fit
+                self.memory.check(array.nbytes, describe(array))
             host = src.host_array(array)
             out = np.empty(host.shape, host.dtype)
             np.copyto(out, host)
+            if self.memory is not None:
+                self.memory.charge(out)
         else:
-            with self.xp.cuda.Device(self.index):
-                out = self.xp.asarray(src.host_array(array) if src.xp is not self.xp else array)
-                if out is array:
-                    out = array.copy()
+            try:
+                with self.xp.cuda.Device(self.index):
+                    out = self.xp.asarray(src.host_array(array) if src.xp is not self.xp else array)
+                    if out is array:
+                        out = array.copy()
+            except MemoryError as err:
+                error = self.memory_error(err, array.nbytes, describe(array))
+                if error is None:
+                    raise
+                raise error from err
         transfer.record(src, self, out.nbytes)
         return out
 
@@ -118,9 +180,10 @@ def get_device(spec=None):
     except ValueError:
         raise ValueError(f"device index in {spec!r} must be an integer") from None
     if kind == "CPU":
-        key = ("CPU", 0, False)
+        key = ("CPU", 0, False, None)
     elif virtual_gpu_enabled():
-        key = ("GPU", index, True)
+        # a capacity makes a different device: tests can give one without disturbing others
+        key = ("GPU", index, True, os.environ.get(VIRTUAL_ENV) or None)
     else:
         cupy = cupy_or_none()
         if cupy is None:
@@ -130,7 +193,7 @@ def get_device(spec=None):
         count = cupy.cuda.runtime.getDeviceCount()
         if index >= count:
             raise ValueError(f"GPU index {index} out of range: {count} GPU(s) visible")
-        key = ("GPU", index, False)
+        key = ("GPU", index, False, os.environ.get(GPU_ENV) or None)
     if key not in _cache:
         _cache[key] = Device(*key)
     return _cache[key]

@@ -8,6 +8,7 @@ arrays of a matching dtype, records a tape node when a gradient is needed, and c
 time and bytes moved for ``ms.placement_report()``.
 """
 import itertools
+import logging
 import weakref
 from time import perf_counter
 
@@ -18,6 +19,7 @@ from ..backend import dtypes, get_device
 from ..backend.device import _ALIASES, VALID_TARGETS
 from ..tensor import Tensor, _host_array
 
+logger = logging.getLogger("minitorch_dist")
 _op_ids = itertools.count(1)
 _ran = weakref.WeakValueDictionary()   # primitives that have run, in order of first call
 # A parallel executor (the pipeline runtime) may see every primitive call first: it returns
@@ -145,8 +147,9 @@ class Primitive:
 
     def _device_for(self, inputs):
         if self._target_spec is not None:
-            if self._target_device is None:
+            if self._target_device is None:   # the first call since set_device
                 self._target_device = get_device(self._target_spec)
+                _log_target_mismatch(self)
             return self._target_device
         first = None
         for x in inputs:
@@ -187,12 +190,19 @@ class Primitive:
             tensors.append(x)
         arrays = [x.data if isinstance(x, Tensor) else _constant(x, ref_dtype, device)
                   for x in tensors]
+        if device.memory is not None:   # a virtual GPU with a capacity: count what it holds
+            _charge(device.memory, arrays)
         grad_on = requires and self.differentiable and _grad_state["enabled"]
         ctx = Context(device)
         ctx.needs_input_grad = tuple(grad_on and isinstance(t, Tensor) and t.requires_grad
                                      for t in tensors)
         try:
             out = self.forward(ctx, *arrays, **attrs)
+        except MemoryError as err:   # CuPy's out-of-memory: say what and what to do
+            error = device.memory_error(err, what=f"in {self.name}")
+            if error is None:
+                raise
+            raise error from err
         except (ValueError, TypeError, IndexError) as err:
             if str(err).startswith(self.name):
                 raise
@@ -201,6 +211,8 @@ class Primitive:
         inputs_for_tape = tuple(t if isinstance(t, Tensor) else None for t in tensors)
         if isinstance(out, tuple):
             out = tuple(_as_array(o, device) for o in out)
+            if device.memory is not None:
+                _charge(device.memory, out)
             node = Node(self, ctx, inputs_for_tape, tuple((o.shape, o.dtype) for o in out)) \
                 if grad_on else None
             result = tuple(Tensor._make(o, device, grad_on and o.dtype.kind == "f",
@@ -208,11 +220,44 @@ class Primitive:
                            for i, o in enumerate(out))
         else:
             out = _as_array(out, device)
+            if device.memory is not None:
+                _charge(device.memory, (out,))
             differentiable = grad_on and out.dtype.kind == "f"
             node = Node(self, ctx, inputs_for_tape) if differentiable else None
             result = Tensor._make(out, device, differentiable, node, 0)
         count_call(self, device, perf_counter() - start)
         return result
+
+
+def _charge(budget, arrays):
+    """Count, once each, the arrays a primitive reads or writes on a device with a capacity
+    (parameters made there by a plain copy are first seen as inputs)."""
+    for a in arrays:
+        if isinstance(a, np.ndarray):
+            budget.charge(a)
+
+
+def _target_kind(spec):
+    return _ALIASES.get(str(spec).partition(":")[0].strip().upper())
+
+
+def _log_target_mismatch(prim):
+    """MindSpore's INFO line for a primitive placed off the context's backend (seed 000 greps
+    the log for it); called once per ``set_device``, on the first call."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    from ..context import get_context
+    backend = _target_kind(get_context("device_target"))
+    if _target_kind(prim._target_spec) != backend:
+        logger.info("primitive target does not match backend: %s, primitive_target: %s, "
+                    "node name: %s", backend, _target_kind(prim._target_spec), display_name(prim))
+
+
+def display_name(prim):
+    """Scope and type, as the placement report and the log show it: ``layer1.matmul (MatMul)``;
+    an unnamed instance's own name already says its type (``Add-op7``)."""
+    name, kind = prim.name, type(prim).__name__
+    return name if name.startswith(kind + "-op") else f"{name} ({kind})"
 
 
 def _same_kind_error(err, message):

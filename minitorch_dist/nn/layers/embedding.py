@@ -2,7 +2,9 @@
 
 ``EmbeddingLookup(target="CPU")`` keeps the table and the lookup primitive on the host:
 only the looked-up rows travel on to the device that runs the rest of the network, and the
-table's gradient comes back as a ``RowTensor`` of those rows (``sparse=True``).
+table's gradient comes back as a ``RowTensor`` of those rows (``sparse=True``). A table
+larger than the device's memory (``MINITORCH_DIST_VIRTUAL_GPU_MEMORY`` on the virtual GPU)
+therefore still trains: it never occupies the device.
 """
 import warnings
 
@@ -28,8 +30,11 @@ class EmbeddingLookup(Cell):
     """Rows of ``embedding_table`` (shape ``(vocab_size, embedding_size)``) at the given ids;
     the output shape is ``ids.shape + (embedding_size,)``.
 
-    * ``target="CPU"``: the table and the lookup live on the host (``set_device("CPU")``);
-      ``"DEVICE"``: both on the context's device. MindSpore requires ``sparse=True`` with "CPU".
+    * ``target="CPU"``: the table and the lookup live on the host (``set_device("CPU")``),
+      whatever the context's device; a network on the GPU receives only the looked-up rows
+      and sends back only their gradient rows. ``"DEVICE"``: both on the context's device,
+      where a table that does not fit raises ``DeviceOutOfMemoryError``. MindSpore requires
+      ``sparse=True`` with "CPU", and so does this layer.
     * ``sparse=True``: the table's gradient is a ``RowTensor`` of the looked-up rows, which
       optimizers apply to those rows only; ``False`` gives a dense gradient.
     * ``max_norm``: output rows longer than this are scaled down to it.
@@ -55,8 +60,10 @@ class EmbeddingLookup(Cell):
         if target not in _TARGETS:
             raise ValueError(f"EmbeddingLookup: target must be 'CPU' or 'DEVICE', got {target!r}")
         if target == "CPU" and not sparse:
-            raise ValueError("EmbeddingLookup: target='CPU' needs sparse=True (the host table is "
-                             "updated row by row from a sparse gradient)")
+            raise ValueError("EmbeddingLookup: target='CPU' needs sparse=True, as in MindSpore "
+                             "('When target is CPU, embedding_lookup must be sparse'): the host "
+                             "table is updated row by row from a RowTensor gradient. Pass "
+                             "sparse=True, or target='DEVICE' for a dense gradient.")
         if slice_mode not in _SLICE_MODES:
             raise ValueError(f"EmbeddingLookup: slice_mode must be one of {list(_SLICE_MODES)}, "
                              f"got {slice_mode!r}")

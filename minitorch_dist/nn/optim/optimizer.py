@@ -6,12 +6,14 @@ that holds the optimizer includes them. The network's own parameters are *not* r
 on the optimizer (they belong to the network); they are listed in ``optimizer.parameters``.
 """
 import math
+from time import perf_counter
 
 import numpy as np  # host scalars only (the step counter); update math uses the device's xp
 
 from ... import kernels
 from ...backend import VALID_TARGETS, get_device
 from ...kernels._checks import bad_id_error
+from ...placement import gradient_nbytes, record_update
 from ...row_tensor import RowTensor
 from ...tensor import Tensor
 from ..cell import Cell
@@ -202,6 +204,7 @@ class Optimizer(Cell):
         self.global_step.data += 1
 
     def _update(self, i, param, grad, lr, weight_decay, step):
+        start = perf_counter()
         device = self._update_device(param)
         g = self._gradient_on(grad, param, device)
         if param.device is device:
@@ -210,6 +213,9 @@ class Optimizer(Cell):
             work = device.copy_from(param.data, param.device)
             self._apply_one(i, work, g, lr, weight_decay, step, device)
             param.data[...] = param.device.copy_from(work, device)
+        # the placement report lists each update with the device it ran on
+        record_update(f"{type(self).__name__}.{param.name}", device, perf_counter() - start,
+                      gradient_nbytes(grad))
 
     def _apply_one(self, i, param, grad, lr, weight_decay, step, device):
         raise NotImplementedError(f"{type(self).__name__} must define _apply_one")
