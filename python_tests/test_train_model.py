@@ -281,8 +281,8 @@ def test_bad_arguments():
         Model(lambda x: x)
     with pytest.raises(ValueError, match="metrics need a loss_fn"):
         Model(net, optimizer=opt, metrics={"accuracy"})
-    with pytest.raises(ValueError, match="unknown metric 'auc'"):
-        Model(net, loss, opt, metrics={"auc"})
+    with pytest.raises(ValueError, match="unknown metric 'f1'"):
+        Model(net, loss, opt, metrics={"f1"})
     with pytest.raises(ValueError, match="eval_indexes"):
         Model(net, loss, opt, eval_indexes=[0, 1])
     with pytest.raises(TypeError, match="unexpected keyword argument 'foo'"):

@@ -18,8 +18,11 @@ from .generator import GeneratorDataset
 from .mnist import MnistDataset, write_mnist_idx
 from .cifar10 import Cifar10Dataset, write_cifar10_bin
 from .idx import read_idx, write_idx
+from .criteo import CriteoDataset, CriteoVocab
+from .criteo_synthetic import write_synthetic_criteo
 from .digits import load_digits, write_digits_as_mnist, upsample_to_mnist
 
 __all__ = ["config", "transforms", "vision", "Dataset", "ArraySourceDataset", "NumpySlicesDataset",
            "GeneratorDataset", "MnistDataset", "Cifar10Dataset", "write_mnist_idx",
-           "write_cifar10_bin", "read_idx", "write_idx", "load_digits", "write_digits_as_mnist", "upsample_to_mnist"]
+           "write_cifar10_bin", "read_idx", "write_idx", "load_digits", "write_digits_as_mnist", "upsample_to_mnist",
+           "CriteoDataset", "CriteoVocab", "write_synthetic_criteo"]

@@ -8,13 +8,13 @@ from .checkpoint import (checkpoint_entries, load_checkpoint, load_param_into_ne
 from .callback import (Callback, CallbackList, CallbackParams, CheckpointConfig, History,
                        LambdaCallback, LossMonitor, ModelCheckpoint, ProgressBar, RunContext,
                        TimeMonitor)
-from .metrics import (MAE, MSE, Accuracy, Loss, Metric, Top1CategoricalAccuracy,
+from .metrics import (MAE, MSE, Accuracy, Auc, Loss, Metric, Top1CategoricalAccuracy,
                       Top5CategoricalAccuracy, TopKCategoricalAccuracy, get_metric_fn, get_metrics)
 from .model import Model
 
 __all__ = ["Model", "Callback", "CallbackList", "CallbackParams", "RunContext", "LossMonitor",
            "TimeMonitor", "ModelCheckpoint", "CheckpointConfig", "ProgressBar", "History",
            "LambdaCallback", "Metric", "Accuracy", "Loss", "MAE", "MSE", "TopKCategoricalAccuracy",
-           "Top1CategoricalAccuracy", "Top5CategoricalAccuracy", "get_metric_fn", "get_metrics",
+           "Top1CategoricalAccuracy", "Top5CategoricalAccuracy", "Auc", "get_metric_fn", "get_metrics",
            "save_checkpoint", "load_checkpoint", "load_param_into_net", "wait_async_saves",
            "checkpoint_entries", "callback", "metrics"]

@@ -10,8 +10,8 @@ import numpy as np
 from ..tensor import Tensor
 
 __all__ = ["Metric", "Accuracy", "Loss", "MAE", "MSE", "TopKCategoricalAccuracy",
-           "Top1CategoricalAccuracy", "Top5CategoricalAccuracy", "get_metric_fn", "get_metrics",
-           "names"]
+           "Top1CategoricalAccuracy", "Top5CategoricalAccuracy", "Auc", "get_metric_fn", "get_metrics",
+           "names", "roc_auc"]
 
 
 class Metric:
@@ -213,9 +213,82 @@ class Top5CategoricalAccuracy(TopKCategoricalAccuracy):
         super().__init__(5)
 
 
+def roc_auc(scores, labels):
+    """Exact ROC AUC of ``scores`` for binary ``labels`` (rank sum, tied scores share their mean rank).
+
+    >>> roc_auc([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1])
+    0.75
+    >>> roc_auc([1.0, 1.0, 0.0], [1, 0, 0])          # a tie between classes counts one half
+    0.75
+    """
+    scores = np.asarray(scores, dtype=np.float64).reshape(-1)
+    labels = np.asarray(labels).reshape(-1)
+    if scores.shape != labels.shape:
+        raise ValueError(f"roc_auc: {scores.size} scores but {labels.size} labels")
+    if np.isnan(scores).any():
+        raise ValueError("roc_auc: the scores contain NaN")
+    positive = labels == 1
+    if not np.all(positive | (labels == 0)):
+        raise ValueError(f"roc_auc: labels must be 0 or 1, got values {np.unique(labels)[:10].tolist()}")
+    num_pos = int(positive.sum())
+    num_neg = labels.size - num_pos
+    if num_pos == 0 or num_neg == 0:
+        raise RuntimeError(f"AUC is undefined with only one class: {num_pos} positive and {num_neg} "
+                           "negative samples were seen")
+    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)                          # 1-based rank of each group's last member
+    mean_rank = ends - (counts - 1) / 2.0             # average rank of the tied group
+    rank_sum = float(mean_rank[inverse.reshape(-1)][positive].sum())
+    return (rank_sum - num_pos * (num_pos + 1) / 2.0) / (num_pos * num_neg)
+
+
+class Auc(Metric):
+    """Area under the ROC curve over every sample seen since ``clear()`` (exact, ties averaged).
+
+    ``update(y_pred, y)``: ``y_pred`` holds one score per sample (logits or probabilities: any
+    monotone score gives the same AUC), shape (N,) or (N, 1); two-column scores (N, 2) use
+    column 1 minus column 0. ``y`` holds the 0/1 labels, any shape with N values. The
+    Wide&Deep example evaluates with it as ``metrics={"auc": Auc()}`` (or ``{"auc"}``).
+
+    >>> import numpy as np
+    >>> from minitorch_dist.train import Auc
+    >>> auc = Auc()
+    >>> auc.update(np.array([[2.0], [-1.0]]), np.array([[1.0], [0.0]]))
+    >>> auc.update(np.array([0.5, 0.5]), np.array([1, 0]))
+    >>> auc.eval()
+    0.875
+    """
+
+    def clear(self):
+        self._scores = []
+        self._labels = []
+
+    def update(self, *inputs):
+        if len(inputs) != 2:
+            raise ValueError(f"Auc.update needs 2 inputs (y_pred, y), got {len(inputs)}")
+        y_pred, y = self._convert_data(inputs[0]), self._convert_data(inputs[1])
+        if y_pred.ndim == 2 and y_pred.shape[1] == 2:
+            y_pred = y_pred[:, 1].astype(np.float64) - y_pred[:, 0]
+        y_pred = y_pred.reshape(-1).astype(np.float64)
+        y = y.reshape(-1)
+        if y_pred.size != y.size:
+            raise ValueError(f"Auc: {y_pred.size} scores but {y.size} labels (y_pred must hold one "
+                             "score per sample: shape (N,), (N, 1) or (N, 2))")
+        if not np.all((y == 0) | (y == 1)):
+            raise ValueError(f"Auc: labels must be 0 or 1, got values {np.unique(y)[:10].tolist()}")
+        self._scores.append(y_pred)
+        self._labels.append(y.astype(np.int8))
+
+    def eval(self):
+        total = sum(len(s) for s in self._scores)
+        self._check_count(total)
+        return roc_auc(np.concatenate(self._scores), np.concatenate(self._labels))
+
+
 _BY_NAME = {
     "accuracy": Accuracy, "acc": Accuracy, "loss": Loss, "mae": MAE, "mse": MSE,
     "top_1_accuracy": Top1CategoricalAccuracy, "top_5_accuracy": Top5CategoricalAccuracy,
+    "auc": Auc,
 }
 
 
