@@ -147,45 +147,25 @@ class ResidualBlock(nn.Cell):
         out = self.relu(out)
         out = self.conv3(out)
         out = self.bn3(out)
-        out = self.add(out, identity)
+        out = self.add(out, self.shortcut(identity))
         out = self.relu(out)
         return out
 
+    def shortcut(self, x):
+        return x
 
-class ResidualBlockWithDown(nn.Cell):
+
+class ResidualBlockWithDown(ResidualBlock):
     """Bottleneck block whose shortcut is a strided 1x1 convolution (down-sampling)."""
-    expansion = 4
 
     def __init__(self, in_channels, out_channels, stride=1, down_sample=False):
-        super(ResidualBlockWithDown, self).__init__()
-        out_chls = out_channels // self.expansion
-        self.conv1 = conv1x1(in_channels, out_chls, stride=stride, padding=0)
-        self.bn1 = bn_with_initialize(out_chls)
-        self.conv2 = conv3x3(out_chls, out_chls, stride=1, padding=0)
-        self.bn2 = bn_with_initialize(out_chls)
-        self.conv3 = conv1x1(out_chls, out_channels, stride=1, padding=0)
-        self.bn3 = bn_with_initialize_last(out_channels)
-        self.relu = ops.ReLU()
+        super(ResidualBlockWithDown, self).__init__(in_channels, out_channels, stride)
         self.downSample = down_sample
         self.conv_down_sample = conv1x1(in_channels, out_channels, stride=stride, padding=0)
         self.bn_down_sample = bn_with_initialize(out_channels)
-        self.add = ops.Add()
 
-    def construct(self, x):
-        identity = x
-        out = self.conv1(x)
-        out = self.bn1(out)
-        out = self.relu(out)
-        out = self.conv2(out)
-        out = self.bn2(out)
-        out = self.relu(out)
-        out = self.conv3(out)
-        out = self.bn3(out)
-        identity = self.conv_down_sample(identity)
-        identity = self.bn_down_sample(identity)
-        out = self.add(out, identity)
-        out = self.relu(out)
-        return out
+    def shortcut(self, x):
+        return self.bn_down_sample(self.conv_down_sample(x))
 
 
 class _MakeLayer(nn.Cell):

@@ -11,7 +11,6 @@ each other over TCP on 127.0.0.1 (NCCL on GPUs). The options are those of
 """
 import os
 import sys
-import time
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")   # the children share the cores: one BLAS thread each
@@ -19,6 +18,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import multiprocessing  # noqa: E402
 
 from minitorch_dist.communication import NcclIdHolder  # noqa: E402
+from minitorch_dist.run import wait_processes  # noqa: E402
 
 from singa_mnist_dist import (add_training_arguments, options_from_args,  # noqa: E402
                               train_mnist_cnn)
@@ -33,26 +33,6 @@ def run_rank(nccl_id, local_rank, world_size, options):
         traceback.print_exc()
         sys.stderr.flush()
         os._exit(1)
-
-
-def wait_all(process, timeout):
-    """Join the children; stop every one of them as soon as one fails or time runs out.
-
-    Returns the exit codes (None for a child that had to be killed).
-    """
-    deadline = time.monotonic() + timeout
-    while any(p.is_alive() for p in process) and time.monotonic() < deadline:
-        if any(p.exitcode not in (None, 0) for p in process):
-            break
-        time.sleep(0.05)
-    for p in process:
-        if p.is_alive():
-            p.terminate()
-        p.join(5)
-        if p.is_alive():
-            p.kill()
-            p.join(5)
-    return [p.exitcode for p in process]
 
 
 def build_parser():
@@ -85,7 +65,7 @@ def main(argv=None):
                                    args=(nccl_id, local_rank, world_size, options)))
     for p in process:
         p.start()
-    codes = wait_all(process, args.timeout)
+    codes = wait_processes(process, args.timeout)
     if any(code != 0 for code in codes):
         print(f"singa_mnist_multiprocess: a process failed or timed out (exit codes {codes})",
               file=sys.stderr, flush=True)

@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 __all__ = ["build_command", "find_mpiexec", "mpi_flavor", "rank_environment", "launch", "main"]
 
@@ -145,6 +146,25 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, *
         _kill_job(process)
         raise
     return 128 - code if code < 0 else code
+
+
+def wait_processes(processes, timeout):
+    """Join ``multiprocessing`` children (SINGA's launch without MPI); stop them all as soon
+    as one fails or ``timeout`` seconds pass. Returns the exit codes (None for a child that
+    had to be stopped)."""
+    deadline = time.monotonic() + timeout
+    while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
+        if any(p.exitcode not in (None, 0) for p in processes):
+            break
+        time.sleep(0.05)
+    for p in processes:
+        if p.is_alive():
+            p.terminate()
+        p.join(5)
+        if p.is_alive():
+            p.kill()
+            p.join(5)
+    return [p.exitcode for p in processes]
 
 
 def _command(n, argv, mpiexec, oversubscribe):

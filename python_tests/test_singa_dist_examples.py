@@ -148,8 +148,7 @@ def test_multiprocess_launcher_rejects_bad_input_and_reports_failed_children():
 
 def test_one_failed_child_stops_the_others_at_once():
     code = ("import multiprocessing, os, sys, time\n"
-            "sys.path.insert(0, 'examples')\n"
-            "from singa_mnist_multiprocess import wait_all\n"
+            "from minitorch_dist.run import wait_processes as wait_all\n"
             "ctx = multiprocessing.get_context('fork')\n"
             "procs = [ctx.Process(target=time.sleep, args=(60,)),\n"
             "         ctx.Process(target=os._exit, args=(3,))]\n"

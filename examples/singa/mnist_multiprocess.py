@@ -10,7 +10,6 @@ exits 1. Other flags: see ``mnist_cnn.py``.
 """
 import os
 import sys
-import time
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")   # the children share the cores: one BLAS thread each
@@ -18,26 +17,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # mnist_cnn, mn
 
 # SINGA: from singa import singa_wrap as singa
 import minitorch_dist.singa as singa  # noqa: E402
+from minitorch_dist.run import wait_processes  # noqa: E402
 
 from mnist_cnn import build_parser, parse_options, train_mnist_cnn  # noqa: E402
-
-
-def wait_all(process, timeout):
-    """Join the children; stop them all as soon as one fails or time runs out.
-    Returns the exit codes (None for a child that had to be stopped)."""
-    deadline = time.monotonic() + timeout
-    while any(p.is_alive() for p in process) and time.monotonic() < deadline:
-        if any(p.exitcode not in (None, 0) for p in process):
-            break
-        time.sleep(0.05)
-    for p in process:
-        if p.is_alive():
-            p.terminate()
-        p.join(5)
-        if p.is_alive():
-            p.kill()
-            p.join(5)
-    return [p.exitcode for p in process]
 
 
 def command_line():
@@ -72,7 +54,7 @@ if __name__ == '__main__':
     for p in process:
         p.start()
 
-    codes = wait_all(process, timeout)
+    codes = wait_processes(process, timeout)
     if any(code != 0 for code in codes):
         print(f"mnist_multiprocess: a process failed or timed out (exit codes {codes})",
               file=sys.stderr, flush=True)

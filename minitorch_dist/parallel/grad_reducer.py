@@ -29,6 +29,7 @@ from ..nn.cell import Cell
 from ..row_tensor import RowTensor
 from ..tensor import Tensor
 from .buckets import BucketedAllreduce, fused_broadcast, launch_bucket, unpack
+from .comm_ops import communicator_for
 from .context import get_auto_parallel_context
 from .grad_arrays import gradient_array
 
@@ -146,10 +147,7 @@ class DistributedGradReducer(Cell):
     def _communicator_for(self, device):
         """Host-resident gradients (a host/device heterogeneous model) travel over the host
         communicator that bootstrapped NCCL: NCCL only moves device arrays."""
-        host = getattr(self.communicator, "bootstrap", None)
-        if device.is_host and host is not None:
-            return host
-        return self.communicator
+        return communicator_for(self.communicator, device)
 
     def __repr__(self):
         return (f"DistributedGradReducer(parameters={len(self.parameters_)}, mean={self.mean}, "

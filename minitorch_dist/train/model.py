@@ -16,6 +16,8 @@ import warnings
 from ..autograd import no_grad
 from ..nn.cell import Cell
 from ..nn.wrappers import TrainOneStepCell, WithEvalCell, WithLossCell
+from ..parallel.pipeline import (PipelineCell, PipelineEvalCell, PipelineGradReducer,
+                                 replica_batches)
 from ..tensor import Tensor
 from .callback import CallbackList, CallbackParams, RunContext
 from .metrics import Loss, get_metrics
@@ -92,7 +94,6 @@ class Model:
             if self._pipeline is not None and self._loss_fn is None:
                 # MindSpore builds its pipeline training cell here too: the reduction of a
                 # pipelined step (shared parameters across stages, replicas of a stage).
-                from ..parallel.pipeline import PipelineGradReducer
                 network.grad_reducer = PipelineGradReducer(self._optimizer.parameters)
         return network
 
@@ -109,7 +110,6 @@ class Model:
         if self._loss_fn is not None:
             return WithEvalCell(self._network, self._loss_fn), [0, 1, 2]
         if self._pipeline is not None and self._metric_fns:
-            from ..parallel.pipeline import PipelineEvalCell
             return PipelineEvalCell(self._pipeline), [0, 1, 2]
         return None, None
 
@@ -157,7 +157,6 @@ class Model:
             raise ValueError(f"Model.train: sink_size must be -1 or a positive int, got {sink_size!r}")
         source = _BatchSource(dataset, epoch - initial_epoch, "train_dataset")
         if self._pipeline is not None:
-            from ..parallel.pipeline import replica_batches
             source = replica_batches(source, self._pipeline, dataset)
         net = self._train_network
         callbacks = CallbackList(callbacks)
@@ -312,10 +311,7 @@ class _BatchSource:
 
 
 def _pipeline_of(network):
-    """The PipelineCell that ``network`` is, or None (imported only when one exists)."""
-    if type(network).__name__ != "PipelineCell":
-        return None
-    from ..parallel.pipeline import PipelineCell
+    """The PipelineCell that ``network`` is, or None."""
     return network if isinstance(network, PipelineCell) else None
 
 

@@ -11,7 +11,7 @@ import numpy as np  # host scalars only (beta1_power / beta2_power)
 
 from ...row_tensor import RowTensor
 from ..parameter import Parameter
-from .optimizer import (Optimizer, effective_gradient, host_kernel, merge_rows, positive,
+from .optimizer import (Optimizer, effective_gradient, host_kernel, update_rows, positive,
                         row_gradient, unit_interval)
 
 __all__ = ["Adam", "AdamWeightDecay", "AdamW"]
@@ -132,13 +132,11 @@ class Adam(Optimizer):
                    self.use_nesterov)
             return
         xp = device.xp
-        rows, g = merge_rows(xp, param, ids, values)
-        w, m_rows, v_rows = param[rows], m[rows], v[rows]
-        if weight_decay:
-            g = g + weight_decay * w
-        fused_adam_update(xp, w, m_rows, v_rows, g, lr, b1, b2, self.eps, t, self.use_nesterov,
-                          xp.empty_like(w), xp.empty_like(w))
-        param[rows], m[rows], v[rows] = w, m_rows, v_rows
+
+        def adam_rows(w, moments, g):
+            fused_adam_update(xp, w, moments[0], moments[1], g, lr, b1, b2, self.eps, t,
+                              self.use_nesterov, xp.empty_like(w), xp.empty_like(w))
+        update_rows(xp, param, (m, v), ids, values, weight_decay, adam_rows)
 
     def extra_repr(self):
         lazy = ", use_lazy=True" if self.use_lazy else ""

@@ -5,7 +5,7 @@ the device doing the update; ``RowTensor`` gradients update only the rows they n
 the fused C++ kernel on the host (``target="CPU"``) or the array module on a device.
 """
 from ...row_tensor import RowTensor
-from .optimizer import (Optimizer, _as_float, effective_gradient, host_kernel, merge_rows,
+from .optimizer import (Optimizer, _as_float, effective_gradient, host_kernel, update_rows,
                         non_negative, row_gradient)
 
 __all__ = ["FTRL"]
@@ -90,13 +90,11 @@ class FTRL(Optimizer):
                    weight_decay)
             return
         xp = device.xp
-        rows, g = merge_rows(xp, param, ids, values)
-        w, acc, lin = param[rows], accum[rows], linear[rows]
-        if weight_decay:
-            g = g + weight_decay * w
-        bufs = (xp.empty_like(w), xp.empty_like(w), xp.empty_like(w))
-        ftrl_update(xp, w, acc, lin, g, lr, self.l1, self.l2, self.lr_power, bufs)
-        param[rows], accum[rows], linear[rows] = w, acc, lin
+
+        def ftrl_rows(w, states, g):
+            ftrl_update(xp, w, states[0], states[1], g, lr, self.l1, self.l2, self.lr_power,
+                        [xp.empty_like(w) for _ in range(3)])
+        update_rows(xp, param, (accum, linear), ids, values, weight_decay, ftrl_rows)
 
     def extra_repr(self):
         return (f"{super().extra_repr()}, initial_accum={self.initial_accum}, "

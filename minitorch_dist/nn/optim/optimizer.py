@@ -356,6 +356,22 @@ def merge_rows(xp, param, ids, values):
     return rows, merged
 
 
+def update_rows(xp, param, states, ids, values, weight_decay, update):
+    """A sparse step through the array module (the device path; the host kernels do the
+    same fused): merge duplicate ``ids``, gather those rows of ``param`` and of its
+    ``states``, add the weight decay, ``update(w, state_rows, g)`` them in place, and write
+    them back. Every other row stays untouched."""
+    rows, g = merge_rows(xp, param, ids, values)
+    w = param[rows]
+    state_rows = [state[rows] for state in states]
+    if weight_decay:
+        g = g + weight_decay * w
+    update(w, state_rows, g)
+    param[rows] = w
+    for state, values_of_rows in zip(states, state_rows):
+        state[rows] = values_of_rows
+
+
 def host_kernel(device, param, name):
     """The fused host kernel ``minitorch_dist.kernels.<name>`` (C++ when built, else its
     NumPy twin) when ``param`` is a float32/float64 array on the host, else None."""

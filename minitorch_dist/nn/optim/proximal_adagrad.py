@@ -7,7 +7,7 @@ C++ kernel on the host (``target="CPU"``) or the array module on a device.
 import numpy as np  # host scalars only (the dtype's smallest normal number)
 
 from ...row_tensor import RowTensor
-from .optimizer import (Optimizer, effective_gradient, host_kernel, merge_rows, non_negative,
+from .optimizer import (Optimizer, effective_gradient, host_kernel, update_rows, non_negative,
                         row_gradient)
 
 __all__ = ["ProximalAdagrad"]
@@ -68,13 +68,10 @@ class ProximalAdagrad(Optimizer):
             if kernel is not None:   # fused, multithreaded: merges duplicates, updates in place
                 kernel(param, accum, ids, values, lr, self.l1, self.l2, weight_decay)
                 return
-            rows, g = merge_rows(xp, param, ids, values)
-            w, acc = param[rows], accum[rows]
-            if weight_decay:
-                g = g + weight_decay * w
-            proximal_adagrad_update(xp, w, acc, g, lr, self.l1, self.l2,
-                                    (xp.empty_like(w), xp.empty_like(w), xp.empty_like(w)))
-            param[rows], accum[rows] = w, acc
+            update_rows(xp, param, (accum,), ids, values, weight_decay,
+                        lambda w, acc, g: proximal_adagrad_update(
+                            xp, w, acc[0], g, lr, self.l1, self.l2,
+                            [xp.empty_like(w) for _ in range(3)]))
             return
         buf, tmp, tmp2 = self._scratch(i, device, param, 3)
         g = effective_gradient(xp, param, grad, buf, tmp, weight_decay, self._inv_scale)

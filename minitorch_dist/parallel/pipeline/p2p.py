@@ -25,7 +25,7 @@ __all__ = ["Channel", "Mailbox", "Send", "Recv"]
 
 MAX_TENSORS = 8          # activations crossing one stage border
 MAX_DIMS = 8
-_HEADER_LEN = 1 + MAX_TENSORS * (3 + MAX_DIMS)
+HEADER_LEN = 1 + MAX_TENSORS * (3 + MAX_DIMS)
 _DTYPES = [np.dtype(t) for t in ("float32", "float64", "float16", "int32", "int64", "bool",
                                  "uint8", "int8", "uint32", "int16")]
 _KIND_HEADER, _KIND_ACTIVATION, _KIND_GRADIENT = range(3)
@@ -124,19 +124,7 @@ class Channel:
     # ---- activations ----------------------------------------------------------------
     def send_activations(self, arrays, devices, dest, boundary, microbatch):
         """Post the header and the activations; returns the requests to wait on later."""
-        if len(arrays) > MAX_TENSORS:
-            raise ValueError(f"{len(arrays)} tensors cross the border after stage {boundary}; "
-                             f"at most {MAX_TENSORS} may")
-        header = np.zeros(_HEADER_LEN, np.int64)
-        header[0] = len(arrays)
-        for i, (array, device) in enumerate(zip(arrays, devices)):
-            if array.ndim > MAX_DIMS or array.dtype not in _DTYPES:
-                raise TypeError(f"a tensor of dtype {array.dtype} and {array.ndim} dims cannot "
-                                f"cross a pipeline stage border (at most {MAX_DIMS} dims, dtypes "
-                                f"{[str(d) for d in _DTYPES]})")
-            base = 1 + i * (3 + MAX_DIMS)
-            header[base:base + 3] = (_DTYPES.index(array.dtype), int(device.is_host), array.ndim)
-            header[base + 3:base + 3 + array.ndim] = array.shape
+        header = pack_header(arrays, devices, f"the border after stage {boundary}")
         requests = [self.host.isend(header, dest, self._tag(boundary, microbatch, _KIND_HEADER, 0))]
         for i, (array, device) in enumerate(zip(arrays, devices)):
             tag = self._tag(boundary, microbatch, _KIND_ACTIVATION, i)
@@ -144,22 +132,15 @@ class Channel:
         return requests
 
     def post_header(self, source, boundary, microbatch):
-        header = np.empty(_HEADER_LEN, np.int64)
+        header = np.empty(HEADER_LEN, np.int64)
         return self.host.irecv(header, source, self._tag(boundary, microbatch, _KIND_HEADER, 0))
 
     def receive_activations(self, header_request, source, boundary, microbatch):
         """Wait for the header, then receive the activations it announces: ``[(array, device)]``."""
-        header = header_request.wait()
         out = []
-        for i in range(int(header[0])):
-            base = 1 + i * (3 + MAX_DIMS)
-            code, on_host, ndim = (int(v) for v in header[base:base + 3])
-            shape = tuple(int(v) for v in header[base + 3:base + 3 + ndim])
-            device = get_device("CPU") if on_host else get_device(None)
-            if not on_host and device.is_host:
-                device = get_device("GPU")
+        for i, (shape, dtype, device) in enumerate(unpack_header(header_request.wait())):
             tag = self._tag(boundary, microbatch, _KIND_ACTIVATION, i)
-            out.append((self._irecv(shape, _DTYPES[code], device, source, tag).wait(), device))
+            out.append((self._irecv(shape, dtype, device, source, tag).wait(), device))
         return out
 
     # ---- gradients ------------------------------------------------------------------
@@ -173,6 +154,39 @@ class Channel:
         return [(self._irecv(array.shape, array.dtype, device, source,
                              self._tag(boundary, microbatch, _KIND_GRADIENT, i)), device)
                 for i, (array, device) in enumerate(like)]
+
+
+def pack_header(arrays, devices, where):
+    """The int64 header announcing ``arrays``: their count, then per array its dtype, whether
+    it lives on the host, and its shape. ``where`` names the crossing for errors."""
+    if len(arrays) > MAX_TENSORS:
+        raise ValueError(f"{len(arrays)} tensors cross {where}; at most {MAX_TENSORS} may")
+    header = np.zeros(HEADER_LEN, np.int64)
+    header[0] = len(arrays)
+    for i, (array, device) in enumerate(zip(arrays, devices)):
+        if array.ndim > MAX_DIMS or array.dtype not in _DTYPES:
+            raise TypeError(f"a tensor of dtype {array.dtype} and {array.ndim} dims cannot "
+                            f"cross {where} (at most {MAX_DIMS} dims, dtypes "
+                            f"{[str(d) for d in _DTYPES]})")
+        base = 1 + i * (3 + MAX_DIMS)
+        header[base:base + 3] = (_DTYPES.index(array.dtype), int(device.is_host), array.ndim)
+        header[base + 3:base + 3 + array.ndim] = array.shape
+    return header
+
+
+def unpack_header(header):
+    """``[(shape, dtype, device)]`` announced by ``header``: host arrays land on the host,
+    device arrays on this process's device."""
+    out = []
+    for i in range(int(header[0])):
+        base = 1 + i * (3 + MAX_DIMS)
+        code, on_host, ndim = (int(v) for v in header[base:base + 3])
+        device = get_device("CPU") if on_host else get_device(None)
+        if not on_host and device.is_host:
+            device = get_device("GPU")
+        out.append((tuple(int(v) for v in header[base + 3:base + 3 + ndim]), _DTYPES[code],
+                    device))
+    return out
 
 
 def anchor_on(device, cache):

@@ -211,11 +211,7 @@ class PipelineCell(Cell):
             return total
         train = is_grad_enabled()
         results, runner = self._run(self.network, micro, train)
-        total = None
-        if results is not None:
-            total = results[0].data.copy()
-            for out in results[1:]:
-                total += out.data
+        total = None if results is None else _summed(results)
         (loss,) = broadcast_values(self._engine.topology, [total])
         if not train:
             return loss
@@ -277,13 +273,19 @@ def _combine(outs):
     if isinstance(first, (tuple, list)):
         return tuple(_combine([o[i] for o in outs]) for i in range(len(first)))
     if first.ndim == 0:
-        total = first.data.copy()
-        for o in outs[1:]:
-            total += o.data
+        total = _summed(outs)
         total /= len(outs)           # in place: a 0-d array stays an array
         return Tensor._make(total, first.device)
     xp = first.device.xp
     return Tensor._make(xp.concatenate([o.data for o in outs], axis=0), first.device)
+
+
+def _summed(tensors):
+    """The elementwise sum of ``tensors``' arrays, in micro-batch order, as a new array."""
+    total = tensors[0].data.copy()
+    for t in tensors[1:]:
+        total += t.data
+    return total
 
 
 def _parameter_stats(network):
