@@ -8,7 +8,11 @@ before the optimizer runs:
   ranks when ``mean``;
 * ``RowTensor`` gradients (embedding lookups) are gathered, not summed: every rank receives
   all ranks' indices and rows (``allgatherv``), so only the touched rows travel and the
-  optimizer still sees a sparse gradient.
+  optimizer still sees a sparse gradient;
+* a row-sliced table (``EmbeddingLookup(slice_mode="table_row_slice")``, a parameter with
+  a ``row_slice`` attribute) is neither: its gradient already holds every rank's rows (the
+  lookup's all-to-all backward summed them on the owner), so it is only divided by
+  ``degree`` when ``mean``, and ``broadcast_parameters`` leaves each rank's slice alone.
 
 All ranks must call it with gradients of the same kinds (dense or ``RowTensor``) in the
 same order, as every collective requires.
@@ -89,13 +93,16 @@ class DistributedGradReducer(Cell):
             return tuple(grads)
         divisor = self.degree if self.mean else 1
         result = list(grads)
-        dense = [i for i, g in enumerate(grads) if not isinstance(g, RowTensor)]
+        local = [_row_sliced(p) for p in params]
+        dense = [i for i, g in enumerate(grads) if not isinstance(g, RowTensor) and not local[i]]
         if dense:
             for i, g in zip(dense, self._reduce_dense([params[i] for i in dense],
                                                       [grads[i] for i in dense], divisor)):
                 result[i] = g
         for i, g in enumerate(grads):
-            if isinstance(g, RowTensor):
+            if local[i]:
+                result[i] = _divided(g, params[i], divisor)
+            elif isinstance(g, RowTensor):
                 result[i] = self._gather_rows(g, params[i], divisor)
         return tuple(result)
 
@@ -103,6 +110,8 @@ class DistributedGradReducer(Cell):
         """Copy ``root``'s parameter values to every rank (collective; one call per dtype)."""
         by_comm = {}
         for p in self.parameters_:
+            if _row_sliced(p):
+                continue    # each rank holds different rows
             by_comm.setdefault(id(self._communicator_for(p.device)), []).append(p)
         for params in by_comm.values():
             fused_broadcast(self._communicator_for(params[0].device),
@@ -153,3 +162,18 @@ class DistributedGradReducer(Cell):
         return (f"DistributedGradReducer(parameters={len(self.parameters_)}, mean={self.mean}, "
                 f"degree={self.degree}, ranks={self.communicator.size})")
 
+
+def _row_sliced(param):
+    """True for a row-sliced table: its gradient needs no reduction across ranks."""
+    return getattr(param, "row_slice", None) is not None
+
+
+def _divided(grad, param, divisor):
+    """A row-sliced table's gradient divided by ``divisor`` (a new object; None stays)."""
+    if grad is None or divisor == 1:
+        return grad
+    if isinstance(grad, RowTensor):
+        return RowTensor(grad.indices, Tensor._make(grad.values.data / divisor, grad.device),
+                         grad.dense_shape)
+    data = gradient_array(grad, param, "DistributedGradReducer")
+    return Tensor._make(data / divisor, param.device)

@@ -5,6 +5,9 @@ only the looked-up rows travel on to the device that runs the rest of the networ
 table's gradient comes back as a ``RowTensor`` of those rows (``sparse=True``). A table
 larger than the device's memory (``MINITORCH_DIST_VIRTUAL_GPU_MEMORY`` on the virtual GPU)
 therefore still trains: it never occupies the device.
+
+``slice_mode="table_row_slice"`` in a job of several ranks splits the table by rows over
+the ranks (``minitorch_dist.parallel.embedding_slice``; see ``docs/embedding_slicing.md``).
 """
 import warnings
 
@@ -38,8 +41,20 @@ class EmbeddingLookup(Cell):
     * ``sparse=True``: the table's gradient is a ``RowTensor`` of the looked-up rows, which
       optimizers apply to those rows only; ``False`` gives a dense gradient.
     * ``max_norm``: output rows longer than this are scaled down to it.
-    * ``slice_mode``/``manual_shapes`` are recorded for operator-level sharding.
-      Ids out of range raise IndexError.
+    * ``slice_mode``: ``"batch_slice"`` (default) keeps the whole table on every rank; in
+      data parallel its ``RowTensor`` gradients are all-gathered by
+      ``DistributedGradReducer``. ``"table_row_slice"`` in a job of N > 1 ranks
+      (``communication.init()``) keeps rows ``[r * ceil(V / N), (r + 1) * ceil(V / N))`` on
+      rank r (the last ranks hold fewer when N does not divide V): ids and rows travel to
+      and from the owning ranks by all-to-all, and each rank's table gradient is a
+      ``RowTensor`` of its own local rows. The slice is cut from the full table initialised
+      from the seed, so every configuration starts from the same weights. With one process
+      both modes are the same. ``"field_slice"`` (which needs ``manual_shapes``) and
+      ``"table_column_slice"`` are validated and work with one process; in a job of
+      several ranks they raise NotImplementedError rather than silently replicating.
+    * ``group`` (an extension of this library): the group, a name or a ``Communicator``,
+      that a row-sliced table is split over; default: the world.
+    * Ids out of range raise IndexError (on every rank at once for a row-sliced table).
 
     >>> import minitorch_dist as ms
     >>> from minitorch_dist import nn
@@ -52,7 +67,7 @@ class EmbeddingLookup(Cell):
 
     def __init__(self, vocab_size, embedding_size, param_init="normal", target="CPU",
                  slice_mode="batch_slice", manual_shapes=None, max_norm=None, sparse=True,
-                 vocab_cache_size=0, dtype=dtypes.float32):
+                 vocab_cache_size=0, dtype=dtypes.float32, group=None):
         super().__init__()
         self.vocab_size = positive_int(vocab_size, "EmbeddingLookup", "vocab_size")
         self.embedding_size = positive_int(embedding_size, "EmbeddingLookup", "embedding_size")
@@ -89,9 +104,19 @@ class EmbeddingLookup(Cell):
         self.max_norm = None if max_norm is None else float(max_norm)
         self.vocab_cache_size = vocab_cache_size
         home = "CPU" if target == "CPU" else None
-        table = initializer(param_init, [self.vocab_size, self.embedding_size], dtype, device=home)
-        self.embedding_table = Parameter(table, device=home)
-        self.lookup = ops.EmbeddingLookup(sparse=self.sparse)
+        comm = _slicing_communicator(slice_mode, group)
+        shape = [self.vocab_size, self.embedding_size]
+        if comm is None:
+            table = initializer(param_init, shape, dtype, device=home)
+            self.embedding_table = Parameter(table, device=home)
+            self.lookup = ops.EmbeddingLookup(sparse=self.sparse)
+        else:
+            from ...parallel.embedding_slice import RowSliceLookup, row_slice, slice_table
+            part = row_slice(shape, comm.rank, comm.size)
+            full = initializer(param_init, shape, dtype, device="CPU")
+            self.embedding_table = Parameter(slice_table(full, part, home), device=home)
+            self.embedding_table.row_slice = part
+            self.lookup = RowSliceLookup(part, comm, sparse=self.sparse)
         if target == "CPU":
             self.lookup.set_device("CPU")
         if self.max_norm is not None:
@@ -105,6 +130,20 @@ class EmbeddingLookup(Cell):
     def extra_repr(self):
         return (f"vocab_size={self.vocab_size}, embedding_size={self.embedding_size}, "
                 f"target={self.target}, sparse={self.sparse}, slice_mode={self.slice_mode}")
+
+
+def _slicing_communicator(slice_mode, group):
+    """The communicator a row-sliced table is split over; None keeps the table whole."""
+    if slice_mode == "batch_slice":
+        return None
+    from ...parallel.embedding_slice import slicing_communicator
+    comm = slicing_communicator(group)
+    if comm is not None and slice_mode != "table_row_slice":
+        raise NotImplementedError(f"EmbeddingLookup: slice_mode={slice_mode!r} is not "
+                                  f"implemented across ranks ({comm.size} here); use "
+                                  "'table_row_slice' (rows split over the ranks) or "
+                                  "'batch_slice' (the table replicated)")
+    return comm
 
 
 class _ClipRows(Cell):
