@@ -9,13 +9,14 @@ here, once, so a primitive's backward can return the gradient of its broadcast r
 import functools
 from time import perf_counter
 
+from .thread_state import ThreadState
 from .row_tensor import RowTensor
 
-_state = {"enabled": True}
+_state = ThreadState(enabled=True, saved=())      # per thread: ranks run as threads in tests
 
 
 def is_grad_enabled():
-    return _state["enabled"]
+    return _state.enabled
 
 
 class _GradMode:
@@ -24,11 +25,12 @@ class _GradMode:
     mode = True
 
     def __enter__(self):
-        self._prev = _state["enabled"]
-        _state["enabled"] = self.mode
+        _state.saved = _state.saved + (_state.enabled,)
+        _state.enabled = self.mode
 
-    def __exit__(self, *exc):
-        _state["enabled"] = self._prev
+    def __exit__(self, *exc):   # a per-thread stack: one instance may be entered by many threads
+        _state.enabled = _state.saved[-1]
+        _state.saved = _state.saved[:-1]
 
     def __call__(self, fn):
         @functools.wraps(fn)

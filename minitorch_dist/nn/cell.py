@@ -8,19 +8,20 @@ by its attribute path ("layer1.matmul").
 from collections import OrderedDict
 
 from ..backend import get_device
+from ..thread_state import ThreadState
 from ..ops.primitive import Primitive
 from .parameter import Parameter
 
 # A parallel executor (the pipeline runtime) may decide how each cell call runs: skipped on
 # this rank, or fed with activations received from another rank. It calls ``cell.construct``.
-_call_hook = [None]
+_call_hook = ThreadState(hook=None)   # per thread (ranks as threads)
 
 
 def set_cell_hook(hook):
     """Install ``hook(cell, inputs, kwargs)`` in front of every cell call (None removes it);
     returns the previous hook."""
-    previous = _call_hook[0]
-    _call_hook[0] = hook
+    previous = _call_hook.hook
+    _call_hook.hook = hook
     return previous
 
 
@@ -89,7 +90,7 @@ class Cell:
         raise NotImplementedError(f"{type(self).__name__} must define construct()")
 
     def __call__(self, *inputs, **kwargs):
-        hook = _call_hook[0]
+        hook = _call_hook.hook
         if hook is not None:
             return hook(self, inputs, kwargs)
         return self.construct(*inputs, **kwargs)

@@ -99,6 +99,9 @@ class TrainOneStepCell(_WrapperCell):
 
     def __init__(self, network, optimizer, sens=1.0, return_grad=False):
         super().__init__()
+        from ..parallel.sharding.sharded_cell import ShardedCell, is_auto_parallel
+        if is_auto_parallel() and not isinstance(network, ShardedCell):
+            network = ShardedCell(network, optimizer)   # operator sharding (semi/auto parallel)
         self.network = network
         self.network.set_grad()
         self.optimizer = optimizer
@@ -117,6 +120,10 @@ class TrainOneStepCell(_WrapperCell):
         ``parameter_broadcast=True`` rank 0's parameter values are copied to every rank first.
         """
         from ..parallel.context import is_data_parallel
+        from ..parallel.sharding.sharded_cell import ShardedCell
+        if isinstance(self.network, ShardedCell):
+            from ..parallel.sharding.mirror import MirrorGradReducer
+            return MirrorGradReducer(self.weights, self.network)
         if not is_data_parallel():
             return _identity
         from .. import communication

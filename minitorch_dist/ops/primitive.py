@@ -18,20 +18,21 @@ from ..autograd import Node, _state as _grad_state
 from ..backend import dtypes, get_device
 from ..backend.device import _ALIASES, VALID_TARGETS
 from ..tensor import Tensor, _host_array
+from ..thread_state import ThreadState
 
 logger = logging.getLogger("minitorch_dist")
 _op_ids = itertools.count(1)
 _ran = weakref.WeakValueDictionary()   # primitives that have run, in order of first call
 # A parallel executor (the pipeline runtime) may see every primitive call first: it returns
 # a result of its own (a placeholder for work another rank does) or runs ``prim.run``.
-_call_hook = [None]
+_call_hook = ThreadState(hook=None)   # per thread (ranks as threads)
 
 
 def set_primitive_hook(hook):
     """Install ``hook(prim, inputs, attrs)`` in front of every primitive call (None removes
     it); returns the previous hook so that callers can restore it."""
-    previous = _call_hook[0]
-    _call_hook[0] = hook
+    previous = _call_hook.hook
+    _call_hook.hook = hook
     return previous
 
 
@@ -63,7 +64,8 @@ def _check_strategy(strategy, what):
     if strategy is None:
         return None
     ok = isinstance(strategy, (tuple, list)) and all(
-        isinstance(s, (tuple, list)) and all(isinstance(n, int) and n >= 1 for n in s) for s in strategy)
+        isinstance(s, (tuple, list)) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
+                                             for n in s) for s in strategy)
     if not ok:
         raise ValueError(f"{what} must be a tuple of tuples of positive split counts, one tuple per "
                          f"input, e.g. ((2, 1), (1, 4)); got {strategy!r}")
@@ -132,7 +134,19 @@ class Primitive:
         return self
 
     def shard(self, in_strategy=None, out_strategy=None):
-        """Record an operator-level sharding strategy (split counts per input dimension)."""
+        """Record an operator-level sharding strategy: one tuple of split counts per input,
+        one count per dimension, e.g. ``MatMul().shard(((2, 4), (4, 1)))``. It takes effect
+        under SEMI_AUTO_PARALLEL / AUTO_PARALLEL (``parallel/sharding``); in the other modes
+        it is recorded and ignored, with a warning, as in MindSpore."""
+        if out_strategy is not None and in_strategy is None:
+            raise ValueError(f"{self.name}.shard: out_strategy needs an in_strategy too, got "
+                             f"in_strategy=None and out_strategy={out_strategy!r}")
+        from ..parallel.context import ParallelMode, get_auto_parallel_context
+        if get_auto_parallel_context("parallel_mode") not in (ParallelMode.SEMI_AUTO_PARALLEL,
+                                                              ParallelMode.AUTO_PARALLEL):
+            logger.warning("%s.shard is ignored: parallel_mode is %s, and strategies apply only "
+                           "under semi_auto_parallel or auto_parallel", self.name,
+                           get_auto_parallel_context("parallel_mode"))
         self.in_strategy = _check_strategy(in_strategy, "in_strategy")
         self.out_strategy = _check_strategy(out_strategy, "out_strategy")
         return self
@@ -164,7 +178,7 @@ class Primitive:
 
     def apply(self, *inputs, **attrs):
         """Run forward on ``inputs`` (tensors, arrays or numbers) and record the tape."""
-        hook = _call_hook[0]
+        hook = _call_hook.hook
         if hook is not None:
             return hook(self, inputs, attrs)
         return self.run(*inputs, **attrs)
@@ -192,7 +206,7 @@ class Primitive:
                   for x in tensors]
         if device.memory is not None:   # a virtual GPU with a capacity: count what it holds
             _charge(device.memory, arrays)
-        grad_on = requires and self.differentiable and _grad_state["enabled"]
+        grad_on = requires and self.differentiable and _grad_state.enabled
         ctx = Context(device)
         ctx.needs_input_grad = tuple(grad_on and isinstance(t, Tensor) and t.requires_grad
                                      for t in tensors)

@@ -1,0 +1,121 @@
+"""One rank's local program: ``construct`` on local slices, with the communication inserted.
+
+The rank calls the network's ``construct`` again, eagerly, on its own slices. A primitive
+hook sees every call, matches it to the traced node of the same call index, and:
+
+1. moves each tensor input from the layout it has (a producer's output, a parameter's
+   slice, the dataset's split) to the layout the node's strategy wants: ``redistribute``
+   (local slice, AllGather, AllReduce, ReduceScatter, AllToAll — each an autograd primitive,
+   so the backward communication comes from the tape);
+2. runs the ordinary primitive on the local slices (with local attributes, e.g. a
+   Reshape's local shape);
+3. performs the node's own forward communication (MatMul's AllReduce over a split
+   contracting axis, a ReduceScatter for an ``out_strategy``, a reduction over a split axis).
+
+Each step is written to the per-rank program listing (``…_execute_….ir``).
+"""
+from ...ops.primitive import set_primitive_hook
+from .. import comm_ops
+from .layout import TensorLayout, group_ranks
+from .propagation import input_layout, output_layout
+from .redistribution import plan_redistribution, redistribute
+from .rules import run_local
+
+__all__ = ["ShardingMismatchError", "LocalRun"]
+
+
+class ShardingMismatchError(RuntimeError):
+    """construct called different primitives than when it was traced."""
+
+
+class LocalRun:
+    """The primitive hook of one forward pass on one rank (see the module docstring)."""
+
+    def __init__(self, program, layouts, listing=None):
+        self.program = program
+        self.graph = program.graph
+        self.rank = program.rank
+        self.layouts = layouts          # id(tensor) -> TensorLayout, the inputs and parameters
+        self.keep = []
+        self.calls = 0
+        self.inside = False
+        self.listing = listing
+
+    def __enter__(self):
+        self._old = set_primitive_hook(self.primitive_hook)
+        return self
+
+    def __exit__(self, *exc):
+        set_primitive_hook(self._old)
+        if exc[0] is None and self.calls != len(self.graph.nodes):
+            raise ShardingMismatchError(
+                f"construct made {self.calls} primitive calls on this rank but "
+                f"{len(self.graph.nodes)} when traced: operator sharding needs the same calls "
+                "every step (no data-dependent control flow)")
+        return False
+
+    def layout_of(self, tensor, node, position):
+        known = self.layouts.get(id(tensor))
+        if known is not None:
+            return known
+        # a tensor made inside construct, not by a primitive: every rank holds all of it
+        return TensorLayout((self.program.world,), (-1,) * len(node.in_shapes[position]),
+                            node.in_shapes[position])
+
+    def primitive_hook(self, prim, inputs, attrs):
+        if self.inside:                      # the communication this hook itself inserts
+            return prim.run(*inputs, **attrs)
+        if self.calls >= len(self.graph.nodes) or self.graph.nodes[self.calls].prim is not prim:
+            expected = (self.graph.nodes[self.calls].name if self.calls < len(self.graph.nodes)
+                        else "no further call")
+            raise ShardingMismatchError(
+                f"primitive call {self.calls} is {prim.name} but the traced graph has "
+                f"{expected} there: construct must call the same primitives every step")
+        node = self.graph.nodes[self.calls]
+        self.calls += 1
+        shard_plan = self.program.plans[node.index]
+        self.inside = True
+        try:
+            local = list(inputs)
+            for i in node.tensor_positions():
+                have = self.layout_of(inputs[i], node, i)
+                want = input_layout(shard_plan, i, node.in_shapes[i])
+                local[i] = self.move(inputs[i], have, want, node, i)
+            out = run_local(shard_plan, prim, local, attrs, self.rank)
+            self.note(node, local, out)
+            outs = list(out) if isinstance(out, tuple) else [out]
+            for step in shard_plan.forward_comm:
+                outs[step.output] = self.communicate(node, shard_plan, step, outs[step.output])
+            for k, o in enumerate(outs):
+                self.layouts[id(o)] = output_layout(shard_plan, k, node.out_shapes[k])
+                self.keep.append(o)
+        finally:
+            self.inside = False
+        return tuple(outs) if isinstance(out, tuple) else outs[0]
+
+    def move(self, tensor, have, want, node, position):
+        steps = plan_redistribution(have, want)
+        if not steps:
+            return tensor
+        moved = redistribute(tensor, have, want, self.rank, self.program.group)
+        if self.listing is not None:
+            self.listing.redistribution(node, position, steps, tensor, moved)
+        return moved
+
+    def communicate(self, node, shard_plan, step, tensor):
+        ranks = group_ranks(shard_plan.device_matrix, step.axes, self.rank)
+        group = self.program.group(ranks)
+        if step.kind == "all_reduce":
+            out = comm_ops.all_reduce(tensor, group=group, op=step.op)
+        elif step.kind == "reduce_scatter":
+            out = comm_ops.reduce_scatter(tensor, axis=step.dim, group=group, op=step.op)
+        else:
+            raise ValueError(f"{node.name}: unknown forward communication {step.kind!r}")
+        if self.listing is not None:
+            self.listing.collective(node, step, ranks, tensor, out)
+        return out
+
+    def note(self, node, local_inputs, out):
+        if self.listing is not None:
+            self.listing.primitive(node, local_inputs, out)
+

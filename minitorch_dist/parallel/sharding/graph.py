@@ -1,0 +1,186 @@
+"""The traced graph: a network's primitive calls on full shapes, recorded once.
+
+Operator sharding decides, before anything runs sharded, how every primitive call of the
+network is split. It needs the calls, their full (one-process) shapes and who feeds whom.
+``trace(network, full_inputs)`` runs ``construct`` once on full-size stand-ins (zeros
+with the inputs' full shapes), without the tape, and records each primitive call as a
+``Node``: its primitive, its inputs (graph inputs, parameters, earlier nodes' outputs, or
+constants), the shapes in and out, and the strategy the user gave with ``shard``.
+
+Every rank traces the same graph, so strategies are planned alike everywhere; each rank then
+runs ``construct`` again on its local slices, and the executor matches its primitive calls
+to the nodes by call order.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...autograd import no_grad
+from ...nn.cell import set_cell_hook
+from ...nn.parameter import Parameter
+from ...ops.primitive import set_primitive_hook
+from ...tensor import Tensor
+
+__all__ = ["Source", "Node", "Graph", "trace"]
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a primitive's input comes from: ``kind`` is "input" (the network's argument
+    ``index``), "param" (a Parameter, ``name``), "node" (output ``index`` of node
+    ``node``), "tensor" (a tensor made inside construct, used whole) or "const"."""
+
+    kind: str
+    index: int = 0
+    node: int = -1
+    name: str = ""
+    shape: tuple = ()
+    dtype: str = ""
+
+    def describe(self):
+        if self.kind == "node":
+            return f"%{self.node}" + (f"[{self.index}]" if self.index else "")
+        if self.kind == "input":
+            return f"%input{self.index}"
+        if self.kind == "param":
+            return f"%para_{self.name}"
+        return f"<{self.kind}>"
+
+
+@dataclass
+class Node:
+    """One primitive call. ``strategy`` is the user's ``in_strategy`` (or None) until
+    propagation fills it; ``given`` says whether the user set it."""
+
+    index: int
+    prim: object
+    scope: str
+    inputs: tuple            # Source per tensor input, the value itself otherwise
+    attrs: dict
+    in_shapes: tuple         # full shape per input (None for non-tensor inputs)
+    out_shapes: tuple
+    out_dtypes: tuple
+    strategy: tuple = None
+    out_strategy: tuple = None
+    given: bool = False
+    consumers: list = field(default_factory=list)   # (node index, input position)
+
+    @property
+    def name(self):
+        return self.prim.name
+
+    @property
+    def type_name(self):
+        return type(self.prim).__name__
+
+    def tensor_positions(self):
+        return [i for i, s in enumerate(self.in_shapes) if s is not None]
+
+
+@dataclass
+class Graph:
+    nodes: list
+    input_shapes: tuple
+    params: dict             # name -> Parameter
+    outputs: tuple           # Source per output tensor
+
+    def producers(self, node):
+        """(position, producing node index or None) for each tensor input of ``node``."""
+        return [(i, node.inputs[i].node if node.inputs[i].kind == "node" else None)
+                for i in node.tensor_positions()]
+
+    def param_uses(self):
+        """name -> [(node index, input position)] in call order."""
+        uses = {}
+        for node in self.nodes:
+            for i in node.tensor_positions():
+                src = node.inputs[i]
+                if src.kind == "param":
+                    uses.setdefault(src.name, []).append((node.index, i))
+        return uses
+
+
+def _dtype(t):
+    return str(np.dtype(t.data.dtype)) if isinstance(t, Tensor) else ""
+
+
+class _Tracer:
+    def __init__(self, network):
+        # MindSpore's scope spelling: Default/network-WithLossCell/_backbone-Net
+        self.names = {id(child): attr for _, cell in network.cells_and_names()
+                      for attr, child in cell._cells.items()}
+        self.names[id(network)] = "network"
+        self.scopes = ["Default"]
+        self.sources = {}    # id(tensor) -> Source
+        self.keep = []       # the traced tensors stay alive so that ids stay unique
+        self.nodes = []
+        self.params = {}
+
+    def cell_hook(self, cell, inputs, kwargs):
+        self.scopes.append(f"{self.names.get(id(cell), 'cell')}-{type(cell).__name__}")
+        try:
+            return cell.construct(*inputs, **kwargs)
+        finally:
+            self.scopes.pop()
+
+    def source_of(self, value):
+        if not isinstance(value, Tensor):
+            return value
+        known = self.sources.get(id(value))
+        if known is not None:
+            return known
+        if isinstance(value, Parameter):
+            self.params[value.name] = value
+            src = Source("param", name=value.name, shape=tuple(value.shape), dtype=_dtype(value))
+        else:
+            src = Source("tensor", shape=tuple(value.shape), dtype=_dtype(value))
+        self.sources[id(value)] = src
+        self.keep.append(value)
+        return src
+
+    def primitive_hook(self, prim, inputs, attrs):
+        with no_grad():
+            out = prim.run(*inputs, **attrs)
+        index = len(self.nodes)
+        outs = out if isinstance(out, tuple) else (out,)
+        for k, o in enumerate(outs):
+            self.sources[id(o)] = Source("node", index=k, node=index, shape=tuple(o.shape),
+                                         dtype=_dtype(o))
+            self.keep.append(o)
+        srcs = tuple(self.source_of(x) for x in inputs)
+        node = Node(index, prim, "/".join(self.scopes), srcs, dict(attrs),
+                    tuple(tuple(x.shape) if isinstance(x, Tensor) else None for x in inputs),
+                    tuple(tuple(o.shape) for o in outs), tuple(_dtype(o) for o in outs),
+                    strategy=prim.in_strategy, out_strategy=prim.out_strategy,
+                    given=prim.in_strategy is not None)
+        for i, s in enumerate(srcs):
+            if isinstance(s, Source) and s.kind == "node":
+                self.nodes[s.node].consumers.append((index, i))
+        self.nodes.append(node)
+        return out
+
+
+def _flatten(values):
+    if isinstance(values, Tensor):
+        return [values]
+    if type(values) in (tuple, list):
+        return [t for v in values for t in _flatten(v)]
+    return []
+
+
+def trace(network, full_inputs):
+    """The ``Graph`` of ``network`` called on ``full_inputs`` (Tensors of the full shapes;
+    their values do not matter). Nothing is recorded on the tape."""
+    tracer = _Tracer(network)
+    for i, x in enumerate(full_inputs):
+        tracer.sources[id(x)] = Source("input", index=i, shape=tuple(x.shape), dtype=_dtype(x))
+        tracer.keep.append(x)
+    old_cell = set_cell_hook(tracer.cell_hook)
+    old_prim = set_primitive_hook(tracer.primitive_hook)
+    try:
+        out = tracer.cell_hook(network, full_inputs, {})
+    finally:
+        set_cell_hook(old_cell)
+        set_primitive_hook(old_prim)
+    outputs = tuple(tracer.source_of(t) for t in _flatten(out))
+    return Graph(tracer.nodes, tuple(tuple(x.shape) for x in full_inputs), tracer.params, outputs)

@@ -1,0 +1,154 @@
+"""Choosing every node's strategy: the user's, the default, or sharding propagation.
+
+* In SEMI_AUTO_PARALLEL a node without ``shard`` runs data parallel (``default_strategy``).
+* In AUTO_PARALLEL with ``search_mode="sharding_propagation"`` the user shards a few key
+  operators and their strategies spread along the graph's edges, breadth first from the
+  annotated nodes: each unannotated neighbour takes the candidate strategy whose input and
+  output layouts cost the least redistribution against its already decided neighbours
+  (bytes one rank sends, ``plan_cost``). Ties go to the candidate that uses more devices (less
+  computation per rank), then to the one that keeps the neighbour's own split of the tensor
+  (so a ReLU after ``MatMul((2, 4), (4, 1))`` stays ``(2, 4)``, as in MindSpore), then to
+  the first candidate. Nodes no annotation reaches are decided the same way in call order,
+  against the dataset's layouts: with no annotation at all this is a greedy search.
+"""
+from collections import deque
+
+from .layout import TensorLayout
+from .redistribution import plan_cost, plan_redistribution
+from .rules import candidates, default_strategy, plan as plan_node
+
+__all__ = ["assign_strategies", "input_layout", "output_layout"]
+
+
+def input_layout(shard_plan, position, shape):
+    return TensorLayout(shard_plan.device_matrix, shard_plan.input_maps[position], shape)
+
+
+def output_layout(shard_plan, index, shape):
+    return TensorLayout(shard_plan.device_matrix, shard_plan.output_maps[index], shape)
+
+
+def _itemsize(dtype):
+    import numpy as np
+    return np.dtype(dtype or "float32").itemsize
+
+
+class _Chooser:
+    """Holds the decided plans and scores candidates against them."""
+
+    def __init__(self, graph, world, input_layouts):
+        self.graph = graph
+        self.world = world
+        self.input_layouts = input_layouts
+        self.plans = {}
+
+    def plan_for(self, node, strategy):
+        return plan_node(node.prim, strategy, node.in_shapes, node.inputs, node.attrs,
+                         self.world, out_strategy=node.out_strategy)
+
+    def edge_cost(self, node, shard_plan):
+        """Bytes this rank sends to feed ``node`` under ``shard_plan`` from its decided
+        producers (and graph inputs), plus to feed its decided consumers."""
+        cost = 0
+        for i in node.tensor_positions():
+            src = node.inputs[i]
+            have = None
+            if src.kind == "input":
+                have = self.input_layouts[src.index]
+            elif src.kind == "node" and src.node in self.plans:
+                have = output_layout(self.plans[src.node], src.index, src.shape)
+            if have is not None:
+                want = input_layout(shard_plan, i, node.in_shapes[i])
+                cost += plan_cost(plan_redistribution(have, want), _itemsize(src.dtype))
+        for k, shape in enumerate(node.out_shapes):
+            have = output_layout(shard_plan, k, shape)
+            for consumer, position in node.consumers:
+                if consumer in self.plans and self.graph.nodes[consumer].inputs[position].index == k:
+                    want = input_layout(self.plans[consumer], position,
+                                        self.graph.nodes[consumer].in_shapes[position])
+                    cost += plan_cost(plan_redistribution(have, want), _itemsize(node.out_dtypes[k]))
+        return cost
+
+    def neighbour_splits(self, node):
+        """The split counts the decided neighbours already give the tensors ``node`` shares
+        with them: a producer's own first input strategy (its "shape of work"), a consumer's
+        strategy for the edge."""
+        splits = {}
+        for i in node.tensor_positions():
+            src = node.inputs[i]
+            if src.kind == "node" and src.node in self.plans:
+                producer = self.graph.nodes[src.node]
+                if producer.strategy and len(producer.strategy[0]) == len(node.in_shapes[i]):
+                    splits[i] = tuple(producer.strategy[0])
+        return splits
+
+    def choose(self, node):
+        preferred = self.neighbour_splits(node)
+        best, best_key = None, None
+        for order, strategy in enumerate(candidates(node.prim, node.in_shapes, node.inputs,
+                                                    node.attrs, self.world)):
+            try:
+                shard_plan = self.plan_for(node, strategy)
+            except ValueError:
+                continue
+            devices = _devices_used(shard_plan)
+            keeps = sum(1 for i, s in preferred.items() if i < len(strategy) and tuple(strategy[i]) == s)
+            key = (self.edge_cost(node, shard_plan), -devices, -keeps, order)
+            if best_key is None or key < best_key:
+                best, best_key = (strategy, shard_plan), key
+        if best is None:
+            raise ValueError(f"{node.name}: no valid strategy for shapes {node.in_shapes} on "
+                             f"{self.world} devices")
+        return best
+
+
+def _devices_used(shard_plan):
+    """Devices doing distinct work: the device matrix without the axes no tensor is split
+    over (the repeated-calculation axis, where devices hold copies)."""
+    used_axes = {a for maps in (shard_plan.input_maps, shard_plan.output_maps)
+                 for m in maps if m is not None for a in m if a >= 0}
+    size = len(shard_plan.device_matrix)
+    devices = 1
+    for axis in used_axes:
+        devices *= shard_plan.device_matrix[size - 1 - axis]
+    return devices
+
+
+def _neighbours(graph, node):
+    for i in node.tensor_positions():
+        src = node.inputs[i]
+        if src.kind == "node":
+            yield src.node
+    for consumer, _ in node.consumers:
+        yield consumer
+
+
+def assign_strategies(graph, world, input_layouts, propagate):
+    """Fill ``node.strategy`` for every node and return ``{node index: ShardPlan}``.
+
+    ``propagate``: True for sharding propagation, False for SEMI_AUTO_PARALLEL's data-parallel
+    default. User strategies are validated first (a bad one raises, naming the primitive)."""
+    chooser = _Chooser(graph, world, input_layouts)
+    annotated = [n for n in graph.nodes if n.given]
+    for node in annotated:
+        chooser.plans[node.index] = chooser.plan_for(node, node.strategy)
+    if not propagate:
+        for node in graph.nodes:
+            if not node.given:
+                node.strategy = default_strategy(node.prim, node.in_shapes, node.inputs,
+                                                 node.attrs, world)
+                chooser.plans[node.index] = chooser.plan_for(node, node.strategy)
+        return chooser.plans
+    queue = deque(n.index for n in annotated)
+    while queue:
+        node = graph.nodes[queue.popleft()]
+        for other in _neighbours(graph, node):
+            if other in chooser.plans:
+                continue
+            neighbour = graph.nodes[other]
+            neighbour.strategy, chooser.plans[other] = chooser.choose(neighbour)
+            queue.append(other)
+    for node in graph.nodes:            # what no annotation reached, in call order
+        if node.index not in chooser.plans:
+            node.strategy, chooser.plans[node.index] = chooser.choose(node)
+    return chooser.plans

@@ -1,0 +1,145 @@
+"""Gather and EmbeddingLookup on slices: split the ids (data parallel) or the table's rows.
+
+``Gather(table, ids, axis)`` has output shape ``table[:axis] + ids.shape + table[axis+1:]``.
+The work dimensions are the table's and then the ids'; the output takes the ids' layout in
+place of the gathered axis and the table's layout elsewhere.
+
+* ids split, gathered axis whole (data parallel, the usual case): each rank looks up its
+  own ids in its copy of the table. No communication.
+* gathered axis split ``r`` ways (a row-split table, "model parallel" embedding): rank k
+  along that axis holds rows ``[k*n/r, (k+1)*n/r)``. It shifts every id by its first row
+  (``local_inputs``, which needs the rank's coordinates), looks up the ids that fall in its
+  range (ids outside are pointed at row 0) and zeroes the rows it does not own
+  (``local_output``); an AllReduce(sum) over the row axis then gives every rank every row,
+  each contributed by exactly one rank. The zeroing multiplies by a 0/1 mask, so the
+  table's gradient only reaches the rows this rank owns.
+
+>>> import numpy as np
+>>> from minitorch_dist import Tensor, ops
+>>> from minitorch_dist.parallel.sharding.rules import plan, run_local
+>>> table = np.arange(8.0).reshape(4, 2)
+>>> p = plan(ops.Gather(), ((2, 1), (1,)), [(4, 2), (3,)], [None, None], {"axis": 0}, 2)
+>>> p.output_maps, [str(s) for s in p.forward_comm]
+(((0, 1),), ['AllReduce(sum) over device-matrix axes (2,) on output 0'])
+>>> ids = Tensor(np.array([3, 0, 2]))
+>>> run_local(p, ops.Gather(), [Tensor(table[2:]), ids], {"axis": 0}, rank=1).asnumpy().tolist()
+[[6.0, 7.0], [0.0, 0.0], [4.0, 5.0]]
+"""
+import numpy as np
+
+from ....backend import get_device
+from ....ops import embedding, indexing
+from ....ops.arithmetic import Mul
+from ....tensor import Tensor
+from .base import ALL_REDUCE, CommStep, Grid, Rule, ShardPlan, register
+from .elementwise import _maps_at
+
+__all__ = ["GatherRule"]
+
+_MASK = Mul()
+_MASK.instance_name = "sharded_gather_mask"
+
+
+def _ids_array(ids):
+    """(array, device) of ids given as a Tensor, or (NumPy array, None) for a constant."""
+    if isinstance(ids, Tensor):
+        return ids.data, ids.device
+    return np.asarray(ids), None
+
+
+def _local_ids(ids, first, rows, total):
+    """(ids relative to ``first``, pointing at row 0 when outside ``[0, rows)``; the
+    in-range mask; the ids' device or None)."""
+    data, device = _ids_array(ids)
+    xp = device.xp if device is not None else np
+    full = xp.where(data < 0, data + total, data)      # Gather takes ids down to -total
+    local = full - first
+    valid = (local >= 0) & (local < rows)
+    local = xp.where(valid, local, 0).astype(data.dtype, copy=False)
+    return local, valid, device
+
+
+class GatherRule(Rule):
+    types = (indexing.Gather, embedding.EmbeddingLookup)
+
+    # ---- the call ---------------------------------------------------------------------
+    @staticmethod
+    def _axis(call):
+        if isinstance(call.prim, embedding.EmbeddingLookup):
+            return 0
+        axis = call.value("axis", 2, 0)
+        ndim = len(call.in_shapes[0])
+        if not isinstance(axis, int) or not -ndim <= axis < ndim:
+            raise call.error(f"axis {axis!r} is out of range for a table of shape {call.in_shapes[0]}")
+        return axis % ndim
+
+    @staticmethod
+    def _ids_shape(call):
+        if len(call.in_shapes) > 1 and call.in_shapes[1] is not None:
+            return call.in_shapes[1], True
+        return np.shape(call.inputs[1]), False
+
+    def check_call(self, call):
+        if len(call.in_shapes) < 2 or call.in_shapes[0] is None or not call.in_shapes[0]:
+            raise call.error(f"expects a table tensor with at least one axis and ids, got input "
+                             f"shapes {call.in_shapes}")
+        if call.in_shapes[1] is None and call.inputs[1] is None:
+            raise call.error("got no ids")
+        if len(call.positions) != (2 if self._ids_shape(call)[1] else 1):
+            raise call.error(f"expects tensors (table, ids), got input shapes {call.in_shapes}")
+        self._axis(call)
+
+    def op_dims(self, call):
+        ids, is_tensor = self._ids_shape(call)
+        return call.in_shapes[0] + (ids if is_tensor else ())
+
+    def strategy_from(self, call, splits):
+        table_ndim = len(call.in_shapes[0])
+        ids_tensor = self._ids_shape(call)[1]
+        return (tuple(splits[:table_ndim]),) + ((tuple(splits[table_ndim:]),) if ids_tensor else ())
+
+    def batch_op_dim(self, call):
+        ids, is_tensor = self._ids_shape(call)
+        return len(call.in_shapes[0]) if is_tensor and ids else None
+
+    # ---- the plan ---------------------------------------------------------------------
+    def build(self, call, strategy, world, out_strategy):
+        table = call.in_shapes[0]
+        ids_shape, ids_tensor = self._ids_shape(call)
+        axis = self._axis(call)
+        grid = Grid(call, sum(strategy, ()), world, strategy)
+        table_map = tuple(grid.axis(d) for d in range(len(table)))
+        ids_map = tuple(grid.axis(len(table) + d) for d in range(len(ids_shape))) if ids_tensor \
+            else (-1,) * len(ids_shape)
+        out_map = table_map[:axis] + ids_map + table_map[axis + 1:]
+        maps = {0: table_map}
+        if ids_tensor:
+            maps[1] = ids_map
+        in_maps = _maps_at(call, maps)
+        parts = strategy[0][axis]
+        if parts == 1:
+            return ShardPlan(grid.device_matrix, in_maps, (out_map,))
+        rows = table[axis] // parts
+        where = len(grid.device_matrix) - 1 - grid.axis(axis)   # the row axis in coords
+        total = table[axis]
+
+        def local_inputs(inputs, attrs, coords):
+            inputs = list(inputs)
+            local, _, device = _local_ids(inputs[1], coords[where] * rows, rows, total)
+            inputs[1] = Tensor._make(local, device) if device is not None else local
+            return inputs, dict(attrs)
+
+        def local_output(out, inputs, attrs, coords):
+            _, valid, device = _local_ids(inputs[1], coords[where] * rows, rows, total)
+            mask = valid.reshape((1,) * axis + valid.shape + (1,) * (len(table) - axis - 1))
+            mask = mask.astype(out.data.dtype)
+            source = device if device is not None else get_device("CPU")
+            if source is not out.device:
+                mask = out.device.copy_from(mask, source)
+            return _MASK.run(out, Tensor._make(mask, out.device))
+
+        return ShardPlan(grid.device_matrix, in_maps, (out_map,),
+                         (CommStep(ALL_REDUCE, (grid.axis(axis),)),), local_inputs, local_output)
+
+
+register(GatherRule())

@@ -1,0 +1,98 @@
+"""Reductions on slices: reduce locally, then combine across the ranks that split the axis.
+
+``ReduceSum(x, axis)`` with x split over some device-matrix axes: each rank reduces its own
+slice with the same ``axis`` and ``keep_dims``. A reduced dimension that was not split is
+finished; one that was split leaves a partial result on each rank, and a forward AllReduce
+over that dimension's device-matrix axis combines them:
+
+* ReduceSum: AllReduce(sum) of the local sums;
+* ReduceMax / ReduceMin: AllReduce(max / min) of the local extremes;
+* ReduceMean: AllReduce(mean) of the local means. The slices are equal in size, so the mean
+  of the local means is exactly the mean of the whole (it equals summing "local sum / full
+  count" over the ranks); the local call needs no change and the AllReduce's backward
+  shares the gradient out the same way.
+
+The output keeps the layout of the dimensions that were not reduced; a reduced dimension is
+dropped (or kept as size 1, whole, with ``keep_dims``) and the result is replicated along
+the axes the AllReduce ran over. Argmax / Argmin need their axis whole: an index cannot be
+combined across ranks without its value.
+
+>>> from minitorch_dist import ops
+>>> from minitorch_dist.parallel.sharding.rules import plan
+>>> p = plan(ops.ReduceMean(), ((2, 4),), [(8, 16)], [None], {"axis": 1, "keepdims": False}, 8)
+>>> p.output_maps, [str(s) for s in p.forward_comm]
+(((1,),), ['AllReduce(mean) over device-matrix axes (0,) on output 0'])
+"""
+from ....ops import reduction
+from .base import ALL_REDUCE, CommStep, Grid, Rule, ShardPlan, register
+from .elementwise import _maps_at
+
+__all__ = ["ReduceRule", "ArgReduceRule", "reduced_axes"]
+
+_OP = {reduction.ReduceSum: "sum", reduction.ReduceMean: "mean",
+       reduction.ReduceMax: "max", reduction.ReduceMin: "min"}
+
+
+def reduced_axes(call, axis, ndim):
+    """``axis`` (None/() for all, an int or ints) as a sorted tuple of dimensions."""
+    if axis is None or axis == ():
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    out = []
+    for a in axes:
+        if not isinstance(a, int) or not -max(ndim, 1) <= a < max(ndim, 1):
+            raise call.error(f"axis {axis!r} is out of range for a tensor with {ndim} dimensions")
+        out.append(a % ndim if ndim else 0)
+    return tuple(sorted(set(out)))
+
+
+class ReduceRule(Rule):
+    types = tuple(_OP)
+
+    def check_call(self, call):
+        call.need_tensors(1, "x")
+
+    def op_dims(self, call):
+        return call.shapes[0]
+
+    def strategy_from(self, call, splits):
+        return (tuple(splits),)
+
+    def build(self, call, strategy, world, out_strategy):
+        shape = call.shapes[0]
+        axes = reduced_axes(call, call.value("axis", 1, ()), len(shape))
+        keep = bool(call.value("keepdims", 2, getattr(call.prim, "keep_dims", False)))
+        grid = Grid(call, strategy[0], world, strategy)
+        in_map = tuple(grid.axis(d) for d in range(len(shape)))
+        out_map = tuple(-1 if d in axes else in_map[d] for d in range(len(shape))
+                        if keep or d not in axes)
+        comm = ()
+        split = grid.split_axes(axes)
+        if split:
+            op = next(op for cls, op in _OP.items() if isinstance(call.prim, cls))
+            comm = (CommStep(ALL_REDUCE, split, op=op),)
+        return ShardPlan(grid.device_matrix, _maps_at(call, {call.positions[0]: in_map}),
+                         (out_map,), comm)
+
+
+class ArgReduceRule(ReduceRule):
+    types = (reduction.Argmax, reduction.Argmin)
+
+    def build(self, call, strategy, world, out_strategy):
+        shape = call.shapes[0]
+        axis = call.attrs["axis"] if "axis" in call.attrs else getattr(call.prim, "axis", -1)
+        axes = reduced_axes(call, axis, len(shape))
+        bad = [d for d in axes if strategy[0][d] > 1]
+        if bad:
+            raise call.error(f"in_strategy {strategy} splits dimension {bad[0]}, the axis the index "
+                             "is taken along; that axis must not be split (use 1 there)")
+        keep = bool(call.value("keepdims", None, False))
+        grid = Grid(call, strategy[0], world, strategy)
+        in_map = tuple(grid.axis(d) for d in range(len(shape)))
+        out_map = tuple(-1 if d in axes else in_map[d] for d in range(len(shape))
+                        if keep or d not in axes)
+        return ShardPlan(grid.device_matrix, _maps_at(call, {call.positions[0]: in_map}), (out_map,))
+
+
+register(ReduceRule())
+register(ArgReduceRule())
