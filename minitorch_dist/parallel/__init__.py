@@ -9,8 +9,13 @@ from .loss_scale import DynamicLossScale
 from . import pipeline
 from .pipeline import (PipelineCell, PipelineGradReducer, pipeline_data_shard,
                        merge_pipeline_checkpoints)
+from . import sharding
+from .sharding.checkpoint import merge_sharded_checkpoints
+from .sharding.sharded_cell import ShardedCell
+from .embedding_checkpoint import merge_row_sliced_checkpoints
 
 __all__ = ["ParallelMode", "set_auto_parallel_context", "get_auto_parallel_context",
            "reset_auto_parallel_context", "DistOpt", "DIST_OPTIONS", "DistributedGradReducer",
            "DynamicLossScale", "pipeline", "PipelineCell", "PipelineGradReducer",
-           "pipeline_data_shard", "merge_pipeline_checkpoints"]
+           "pipeline_data_shard", "merge_pipeline_checkpoints", "sharding", "ShardedCell",
+           "merge_sharded_checkpoints", "merge_row_sliced_checkpoints"]

@@ -63,6 +63,8 @@ def save_checkpoint(save_obj, ckpt_file_name, integrated_save=True, async_save=F
     """
     path = _checkpoint_path(ckpt_file_name)
     entries = _entries_from(save_obj, choice_func)
+    from ..parallel.sharding.checkpoint import layout_entries
+    entries += layout_entries(entries)      # sliced parameters (operator sharding) say how
     entries += _append_entries(append_dict, {name for name, _ in entries})
     # host copies now, so that training may go on while an async save writes them
     snapshot = [(name, _host_value(value, copy=async_save)) for name, value in entries]

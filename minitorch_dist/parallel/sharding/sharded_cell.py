@@ -22,6 +22,7 @@ from ... import communication
 from ...nn.cell import Cell
 from ...ops.primitive import Primitive
 from ...tensor import Tensor
+from ..comm_ops import communicator_for
 from ..context import ParallelMode, get_auto_parallel_context
 from .executor import LocalRun
 from .graph import trace
@@ -127,7 +128,7 @@ class ShardedCell(Cell):
         program = ShardedProgram(graph, plans, world, rank, GroupCache(world, rank, parent=comm))
         object.__setattr__(self, "program", program)
         object.__setattr__(self, "_input_layouts", layouts)
-        self._slice_parameters(graph, plans, rank)
+        self._slice_parameters(graph, plans, rank, comm)
         dump_begin(graph, plans, rank)
         return program
 
@@ -138,21 +139,26 @@ class ShardedCell(Cell):
             return self._group
         return communication.get_communicator() if communication.GlobalComm.INITED else None
 
-    def _slice_parameters(self, graph, plans, rank):
+    def _slice_parameters(self, graph, plans, rank, comm):
+        """Every rank takes its slice of rank 0's full-size initial values (broadcast first:
+        processes that did not call ``set_seed`` alike drew different weights)."""
         slots = _optimizer_slots(self._optimizer)
         for name, uses in graph.param_uses().items():
             param = graph.params[name]
             if getattr(param, "sharding_layout", None) is not None:
                 continue                 # sliced already (another network shares it)
+            if comm is not None and comm.size > 1:
+                param.data = param.device.xp.ascontiguousarray(param.data)
+                communicator_for(comm, param.device).broadcast(param.data, root=0)
             node_index, position = uses[0]
             layout = input_layout(plans[node_index], position, tuple(param.shape))
             index = layout.slice_for(rank)
             param.data = _sliced(param, index)   # a new shape: set_data keeps shapes
-            param.sharding_layout = layout
+            param.sharding_layout, param.sharding_rank = layout, rank
             for state in slots.get(id(param), ()):
                 if tuple(state.shape) == layout.shape:
                     state.data = _sliced(state, index)
-                    state.sharding_layout = layout
+                    state.sharding_layout, state.sharding_rank = layout, rank
 
     # ---- a step -----------------------------------------------------------------------
     def construct(self, *inputs):

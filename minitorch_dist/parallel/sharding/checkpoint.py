@@ -1,0 +1,76 @@
+"""Checkpoints of a sharded network: each rank saves its slices with their layout; one
+call merges the ranks' files into the full checkpoint a STAND_ALONE network loads.
+
+A sliced parameter carries ``sharding_layout`` (a ``TensorLayout``) and ``sharding_rank``;
+``save_checkpoint`` then adds, per sliced parameter ``name``, a string entry
+``sharding_layout.<name>`` (JSON: device matrix, tensor map, full shape, rank).
+``merge_sharded_checkpoints(files, out)`` puts every rank's block in place
+(``assemble_array``, which also checks that the copies of a block agree) and keeps the
+unsliced entries, which must be equal in every file.
+"""
+import json
+
+import numpy as np
+
+from .layout import TensorLayout, assemble_array
+
+__all__ = ["LAYOUT_PREFIX", "layout_entries", "merge_sharded_checkpoints"]
+
+LAYOUT_PREFIX = "sharding_layout."
+
+
+def layout_entries(entries):
+    """The string entries describing the sliced parameters among ``(name, value)``."""
+    out = []
+    for name, value in entries:
+        layout = getattr(value, "sharding_layout", None)
+        if layout is not None:
+            out.append((LAYOUT_PREFIX + name, json.dumps({
+                "device_matrix": list(layout.device_matrix),
+                "tensor_map": [list(m) if isinstance(m, tuple) else m for m in layout.tensor_map],
+                "shape": list(layout.shape), "rank": int(value.sharding_rank)})))
+    return out
+
+
+def _layout(text):
+    spec = json.loads(text)
+    tensor_map = tuple(tuple(m) if isinstance(m, list) else m for m in spec["tensor_map"])
+    return TensorLayout(tuple(spec["device_matrix"]), tensor_map, tuple(spec["shape"])), spec["rank"]
+
+
+def merge_sharded_checkpoints(rank_files, output_file):
+    """Write the full checkpoint of the ranks' ``rank_files`` (one per rank, any order) to
+    ``output_file``; returns ``{name: Tensor}``."""
+    from ...tensor import Tensor
+    from ...train.checkpoint import load_checkpoint, save_checkpoint
+    loaded = [load_checkpoint(path) for path in rank_files]
+    if not loaded:
+        raise ValueError("merge_sharded_checkpoints: no checkpoint files given")
+    blocks, layouts, merged = {}, {}, {}
+    for path, entries in zip(rank_files, loaded):
+        for key, value in entries.items():
+            if not key.startswith(LAYOUT_PREFIX):
+                continue
+            name = key[len(LAYOUT_PREFIX):]
+            layout, rank = _layout(value)
+            if layouts.setdefault(name, layout) != layout:
+                raise ValueError(f"merge_sharded_checkpoints: {name!r} has layout {layout} in "
+                                 f"{path} but {layouts[name]} in another file")
+            blocks.setdefault(name, {})[rank] = entries[name].asnumpy()
+    for name, layout in layouts.items():
+        have = blocks[name]
+        if sorted(have) != list(range(layout.num_devices)):
+            raise ValueError(f"merge_sharded_checkpoints: {name!r} needs the files of ranks "
+                             f"0..{layout.num_devices - 1}, got ranks {sorted(have)}")
+        merged[name] = Tensor(assemble_array([have[r] for r in range(layout.num_devices)], layout))
+    for path, entries in zip(rank_files, loaded):
+        for key, value in entries.items():
+            if key.startswith(LAYOUT_PREFIX) or key in layouts:
+                continue
+            if key not in merged:
+                merged[key] = value
+            elif isinstance(value, Tensor) and not np.array_equal(merged[key].asnumpy(), value.asnumpy()):
+                raise ValueError(f"merge_sharded_checkpoints: unsliced entry {key!r} differs "
+                                 f"between the ranks' files ({path})")
+    save_checkpoint(merged, output_file)
+    return merged
