@@ -231,3 +231,36 @@ def test_seed_002_as_written_is_a_clear_shape_error():
                           env=env)
     assert proc.returncode != 0
     assert "a of shape (4, 4) and b of shape (32, 16)" in proc.stdout + proc.stderr
+
+
+def test_model_train_eval_and_predict_run_sharded():
+    """Model under AUTO_PARALLEL: training, then eval and predict on the sliced parameters,
+    gathering full results on every rank, equal to one process."""
+    x, y = _seed_data(rows=4)
+    weights = _weights(SeedNet(None), 5)
+    ref = SeedNet(None)
+    for p, w in zip(ref.trainable_params(), weights):
+        p.data = w.copy()
+    full_x, full_y = np.tile(x, (4, 1)), np.tile(y, (4, 1))
+    ref_model = ms.Model(ref, nn.MSELoss(), nn.Momentum(ref.trainable_params(), 0.2, 0.1),
+                         metrics={"loss"})
+    ref_model.train(1, ms.dataset.NumpySlicesDataset((full_x, full_y), shuffle=False).batch(16))
+    expected_loss = ref_model.eval(ms.dataset.NumpySlicesDataset((full_x, full_y), shuffle=False).batch(16))
+    expected_pred = ref_model.predict(ms.Tensor(full_x)).asnumpy()
+    ms.set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="sharding_propagation")
+
+    def rank(comm):
+        net = SeedNet(((2, 2), (2, 1)))
+        for p, w in zip(net.trainable_params(), weights):
+            p.data = w.copy()
+        model = ms.Model(net, nn.MSELoss(), nn.Momentum(net.trainable_params(), 0.2, 0.1),
+                         metrics={"loss"})
+        for cell in (model.train_network.network, model.eval_network, model.predict_network):
+            object.__setattr__(cell, "_group", comm)
+        model.train(1, ms.dataset.NumpySlicesDataset((x, y), shuffle=False).batch(4))
+        loss = model.eval(ms.dataset.NumpySlicesDataset((x, y), shuffle=False).batch(4))
+        return loss, model.predict(ms.Tensor(x)).asnumpy()
+
+    for loss, pred in run_ranks(4, rank):
+        np.testing.assert_allclose(loss["loss"], expected_loss["loss"], rtol=1e-5)
+        np.testing.assert_allclose(pred, expected_pred, rtol=1e-5, atol=1e-6)

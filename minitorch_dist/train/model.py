@@ -18,6 +18,7 @@ from ..nn.cell import Cell
 from ..nn.wrappers import TrainOneStepCell, WithEvalCell, WithLossCell
 from ..parallel.pipeline import (PipelineCell, PipelineEvalCell, PipelineGradReducer,
                                  replica_batches)
+from ..parallel.sharding.sharded_cell import ShardedCell, is_auto_parallel
 from ..tensor import Tensor
 from .callback import CallbackList, CallbackParams, RunContext
 from .metrics import Loss, get_metrics
@@ -83,6 +84,11 @@ class Model:
                              "eval_network; pass one of them")
         self._train_network = self._build_train_network()
         self._eval_network, self._eval_indexes = self._build_eval_network(eval_network, eval_indexes)
+        self._predict_network = self._network
+        if is_auto_parallel():      # operator sharding: evaluation and prediction run sharded too
+            if self._eval_network is not None:
+                self._eval_network = ShardedCell(self._eval_network)
+            self._predict_network = ShardedCell(self._network)
 
     # ---- construction -------------------------------------------------------------------
     def _build_train_network(self):
@@ -124,7 +130,7 @@ class Model:
 
     @property
     def predict_network(self):
-        return self._network
+        return self._predict_network
 
     # ---- training -----------------------------------------------------------------------
     def train(self, epoch, train_dataset, callbacks=None, dataset_sink_mode=False, sink_size=-1,
@@ -275,7 +281,7 @@ class Model:
         with no_grad():
             if self._pipeline is not None:
                 return self._pipeline.predict(*inputs)
-            return self._network(*inputs)
+            return self._predict_network(*inputs)
 
 
 class _BatchSource:
