@@ -99,8 +99,8 @@ class TrainOneStepCell(_WrapperCell):
 
     def __init__(self, network, optimizer, sens=1.0, return_grad=False):
         super().__init__()
-        from ..parallel.sharding.sharded_cell import ShardedCell, is_auto_parallel
-        if is_auto_parallel() and not isinstance(network, ShardedCell):
+        from ..parallel.sharding.sharded_cell import ShardedCell, shards_operators
+        if shards_operators(network):
             network = ShardedCell(network, optimizer)   # operator sharding (semi/auto parallel)
         self.network = network
         self.network.set_grad()

@@ -18,7 +18,7 @@ from ..nn.cell import Cell
 from ..nn.wrappers import TrainOneStepCell, WithEvalCell, WithLossCell
 from ..parallel.pipeline import (PipelineCell, PipelineEvalCell, PipelineGradReducer,
                                  replica_batches)
-from ..parallel.sharding.sharded_cell import ShardedCell, is_auto_parallel
+from ..parallel.sharding.sharded_cell import ShardedCell, shards_operators
 from ..tensor import Tensor
 from .callback import CallbackList, CallbackParams, RunContext
 from .metrics import Loss, get_metrics
@@ -85,8 +85,8 @@ class Model:
         self._train_network = self._build_train_network()
         self._eval_network, self._eval_indexes = self._build_eval_network(eval_network, eval_indexes)
         self._predict_network = self._network
-        if is_auto_parallel():      # operator sharding: evaluation and prediction run sharded too
-            if self._eval_network is not None:
+        if shards_operators(self._network):   # evaluation and prediction run sharded too
+            if self._eval_network is not None and shards_operators(self._eval_network):
                 self._eval_network = ShardedCell(self._eval_network)
             self._predict_network = ShardedCell(self._network)
 

@@ -32,12 +32,21 @@ from .layout import TensorLayout
 from .propagation import assign_strategies, input_layout
 from .redistribution import redistribute
 
-__all__ = ["ShardedCell", "ShardedProgram", "is_auto_parallel", "dataset_layouts"]
+__all__ = ["ShardedCell", "ShardedProgram", "shards_operators", "dataset_layouts"]
 
 
-def is_auto_parallel():
-    return get_auto_parallel_context("parallel_mode") in (ParallelMode.SEMI_AUTO_PARALLEL,
-                                                          ParallelMode.AUTO_PARALLEL)
+def shards_operators(network):
+    """True when ``network`` runs operator-sharded: SEMI_AUTO_PARALLEL or AUTO_PARALLEL
+    without pipeline stages (a pipelined job, which MindSpore also runs under
+    SEMI_AUTO_PARALLEL, is run by ``PipelineCell`` instead; the two do not combine here)."""
+    if get_auto_parallel_context("parallel_mode") not in (ParallelMode.SEMI_AUTO_PARALLEL,
+                                                          ParallelMode.AUTO_PARALLEL):
+        return False
+    if get_auto_parallel_context("pipeline_stages") > 1:
+        return False
+    from ..pipeline import PipelineCell, PipelineEvalCell
+    return not any(isinstance(cell, (PipelineCell, PipelineEvalCell, ShardedCell))
+                   for _, cell in network.cells_and_names())
 
 
 def split_layout(splits, shape, world):
