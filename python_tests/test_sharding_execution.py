@@ -264,3 +264,97 @@ def test_model_train_eval_and_predict_run_sharded():
     for loss, pred in run_ranks(4, rank):
         np.testing.assert_allclose(loss["loss"], expected_loss["loss"], rtol=1e-5)
         np.testing.assert_allclose(pred, expected_pred, rtol=1e-5, atol=1e-6)
+
+
+class Attention(nn.Cell):
+    """One attention block, heads split ``mp`` ways through the projections (Megatron)."""
+
+    def __init__(self, dp, mp, batch=4, seq=8, d=16, heads=4):
+        super().__init__()
+        self.shape = (batch, seq, heads, d // heads)
+        self.flat = (batch * seq, d)
+        for name in ("wq", "wk", "wv", "wo"):
+            setattr(self, name, ms.Parameter(ms.Tensor(np.zeros((d, d), np.float32)), name))
+        self.q = ops.MatMul().shard(((dp, 1), (1, mp)))
+        self.k = ops.MatMul().shard(((dp, 1), (1, mp)))
+        self.v = ops.MatMul().shard(((dp, 1), (1, mp)))
+        self.o = ops.MatMul().shard(((dp, mp), (mp, 1)))
+        self.reshape = ops.Reshape()
+        self.transpose = ops.Transpose()
+        self.scores = ops.BatchMatMul(transpose_b=True)
+        self.softmax = ops.Softmax(-1)
+        self.mix = ops.BatchMatMul()
+        self.scale = ops.Mul()
+
+    def heads(self, x):
+        return self.transpose(self.reshape(x, self.shape), (0, 2, 1, 3))
+
+    def construct(self, x):
+        flat = self.reshape(x, self.flat)
+        q, k, v = (self.heads(mm(flat, w)) for mm, w in ((self.q, self.wq), (self.k, self.wk),
+                                                         (self.v, self.wv)))
+        attn = self.softmax(self.scale(self.scores(q, k), 0.5))
+        out = self.transpose(self.mix(attn, v), (0, 2, 1, 3))
+        return self.o(self.reshape(out, self.flat), self.wo)
+
+
+@pytest.mark.parametrize("mode,dp,mp", [("auto_parallel", 1, 4), ("auto_parallel", 2, 2),
+                                        ("semi_auto_parallel", 2, 2)])
+def test_attention_block_split_by_heads_equals_one_process(mode, dp, mp):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((4, 8, 16)).astype(np.float32)
+    y = rng.standard_normal((32, 16)).astype(np.float32)
+    weights = _weights(Attention(1, 1), 8)
+    ref_losses, ref_net, _ = _train(Attention(1, 1), weights, x, y, steps=3)
+    ms.set_auto_parallel_context(parallel_mode=mode, search_mode="sharding_propagation",
+                                 full_batch=True)
+
+    def rank(comm):
+        losses, net, _ = _train(Attention(dp, mp), weights, x, y, steps=3, group=comm, sharded=True)
+        return losses, {p.name: (p.asnumpy(), p.sharding_layout) for p in net.trainable_params()}
+
+    results = run_ranks(4, rank)
+    for losses, _ in results:
+        np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+    assert results[0][1]["wq"][0].shape == (16, 16 // mp)      # a rank holds its heads only
+    for p in ref_net.trainable_params():
+        layout = results[0][1][p.name][1]
+        parts = [results[r][1][p.name][0] for r in range(4)]
+        np.testing.assert_allclose(assemble_array(parts, layout), p.asnumpy(), rtol=1e-4, atol=1e-6)
+
+
+class ConvHead(nn.Cell):
+    """A convolution (no sharding rule: it runs whole on every rank) under a sharded Dense."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3, pad_mode="same", has_bias=False)
+        self.flatten = nn.Flatten()
+        self.w = ms.Parameter(ms.Tensor(np.zeros((32, 4), np.float32)), "w")
+        self.mm = ops.MatMul().shard(((2, 1), (1, 2)))
+
+    def construct(self, x):
+        return self.mm(self.flatten(self.conv(x)), self.w)
+
+
+def test_primitives_without_a_rule_run_whole_on_every_rank():
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((4, 1, 4, 4)).astype(np.float32)
+    y = rng.standard_normal((4, 4)).astype(np.float32)
+    weights = _weights(ConvHead(), 10)
+    ref_losses, _, _ = _train(ConvHead(), weights, x, y, steps=3)
+    ms.set_auto_parallel_context(parallel_mode="auto_parallel", full_batch=True)
+    results = run_ranks(4, lambda comm: _train(ConvHead(), weights, x, y, steps=3, group=comm,
+                                               sharded=True)[0])
+    for losses in results:
+        np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+
+
+@needs_mpi
+@pytest.mark.parametrize("dp,mp", [(4, 1), (1, 4), (2, 2)])
+def test_megatron_mlp_on_4_mpi_ranks_equals_one_process(dp, mp):
+    proc, _ = run_process([sys.executable, "-m", "minitorch_dist.run", "-n", "4", "--timeout", "100",
+                           os.path.join(REPO, "python_tests", "mpi_scripts", "sharding_check.py"),
+                           "--dp", str(dp), "--mp", str(mp)], env=child_env())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert sorted(re.findall(r"OK rank (\d)", proc.stdout)) == ["0", "1", "2", "3"]

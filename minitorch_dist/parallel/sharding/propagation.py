@@ -15,7 +15,7 @@ from collections import deque
 
 from .layout import TensorLayout
 from .redistribution import plan_cost, plan_redistribution
-from .rules import candidates, default_strategy, plan as plan_node
+from .rules import ShardPlan, ShardingError, candidates, default_strategy, plan as plan_node, rule_for
 
 __all__ = ["assign_strategies", "input_layout", "output_layout"]
 
@@ -43,8 +43,20 @@ class _Chooser:
         self.plans = {}
 
     def plan_for(self, node, strategy):
+        if not _has_rule(node.prim):
+            return replicated_plan(node, strategy, self.world)
         return plan_node(node.prim, strategy, node.in_shapes, node.inputs, node.attrs,
                          self.world, out_strategy=node.out_strategy)
+
+    def candidates(self, node):
+        if not _has_rule(node.prim):
+            return [None]
+        return candidates(node.prim, node.in_shapes, node.inputs, node.attrs, self.world)
+
+    def default(self, node):
+        if not _has_rule(node.prim):
+            return None
+        return default_strategy(node.prim, node.in_shapes, node.inputs, node.attrs, self.world)
 
     def edge_cost(self, node, shard_plan):
         """Bytes this rank sends to feed ``node`` under ``shard_plan`` from its decided
@@ -85,8 +97,7 @@ class _Chooser:
     def choose(self, node):
         preferred = self.neighbour_splits(node)
         best, best_key = None, None
-        for order, strategy in enumerate(candidates(node.prim, node.in_shapes, node.inputs,
-                                                    node.attrs, self.world)):
+        for order, strategy in enumerate(self.candidates(node)):
             try:
                 shard_plan = self.plan_for(node, strategy)
             except ValueError:
@@ -100,6 +111,25 @@ class _Chooser:
             raise ValueError(f"{node.name}: no valid strategy for shapes {node.in_shapes} on "
                              f"{self.world} devices")
         return best
+
+
+def _has_rule(prim):
+    try:
+        rule_for(prim)
+    except ShardingError:
+        return False
+    return True
+
+
+def replicated_plan(node, strategy, world):
+    """A primitive without a sharding rule (a convolution, a pooling, ...) still runs: every
+    rank computes all of it on whole inputs (gathered first), unless the user asked for a
+    split, which is an error naming the primitive."""
+    if strategy is not None and any(n != 1 for s in strategy for n in s):
+        raise ShardingError(f"{node.name}: {node.type_name} has no sharding rule, so it can only "
+                            f"run unsplit (strategy of all ones); got {strategy}")
+    return ShardPlan((world,), tuple(None if s is None else (-1,) * len(s) for s in node.in_shapes),
+                     tuple((-1,) * len(s) for s in node.out_shapes))
 
 
 def _devices_used(shard_plan):
@@ -135,8 +165,7 @@ def assign_strategies(graph, world, input_layouts, propagate):
     if not propagate:
         for node in graph.nodes:
             if not node.given:
-                node.strategy = default_strategy(node.prim, node.in_shapes, node.inputs,
-                                                 node.attrs, world)
+                node.strategy = chooser.default(node)
                 chooser.plans[node.index] = chooser.plan_for(node, node.strategy)
         return chooser.plans
     queue = deque(n.index for n in annotated)
