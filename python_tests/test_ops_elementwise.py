@@ -156,3 +156,20 @@ def test_matches_pytorch_float32(name, fn, cls, ref, deriv, sample):
     tout.backward(torch.tensor(w))
     np.testing.assert_allclose(out.asnumpy(), tout.detach().numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(t.grad.asnumpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_bias_add_channel_axis_and_gradients():
+    import numpy as np
+    import minitorch_dist as ms
+    from minitorch_dist import ops
+    x = ms.Tensor(np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32))
+    b = ms.Tensor(np.array([1.0, 2.0, 3.0], np.float32))
+    out, (gx, gb) = ms.value_and_grad(lambda a, c: (ops.BiasAdd()(a, c) ** 2).sum(), (0, 1))(x, b)
+    full = x.asnumpy() + b.asnumpy().reshape(1, 3, 1, 1)
+    np.testing.assert_allclose(float(out.asnumpy()), (full ** 2).sum(), rtol=1e-5)
+    np.testing.assert_allclose(gx.asnumpy(), 2 * full, rtol=1e-5)
+    np.testing.assert_allclose(gb.asnumpy(), (2 * full).sum(axis=(0, 2, 3)), rtol=1e-5)
+    nhwc = ops.BiasAdd("NHWC")(ms.Tensor(np.zeros((1, 2, 2, 3), np.float32)), b).asnumpy()
+    assert nhwc[0, 1, 1].tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="one entry per channel"):
+        ops.BiasAdd()(x, ms.Tensor(np.ones(5, np.float32)))

@@ -340,3 +340,14 @@ def test_sparse_row_paths_for_many_and_few_classes(shape):
     np.testing.assert_allclose(got, -ref_log_softmax(logits)[np.arange(shape[0]), labels], rtol=1e-12)
     np.testing.assert_allclose(ops.softmax(ms.Tensor(logits)).asnumpy(), np.exp(ref_log_softmax(logits)),
                                rtol=1e-12)
+
+
+def test_sigmoid_cross_entropy_with_logits_is_elementwise_bce():
+    import numpy as np
+    import minitorch_dist as ms
+    from minitorch_dist import ops
+    logits = ms.Tensor(np.array([[-2.0, 0.5], [3.0, 0.0]], np.float32))
+    labels = ms.Tensor(np.array([[0.0, 1.0], [1.0, 0.0]], np.float32))
+    got = ops.SigmoidCrossEntropyWithLogits()(logits, labels).asnumpy()
+    x, y = logits.asnumpy(), labels.asnumpy()
+    np.testing.assert_allclose(got, np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0) - x * y, rtol=1e-6)

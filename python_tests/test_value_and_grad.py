@@ -220,3 +220,28 @@ def test_fn_must_return_tensors():
 def test_integer_input_cannot_be_differentiated():
     with pytest.raises(TypeError, match="floating-point"):
         ms.value_and_grad(lambda x: x * 2)(Tensor([1, 2]))
+
+
+def test_grad_operation_forms_match_value_and_grad():
+    """MindSpore's GradOperation: first input, all inputs, weights, both, and a sensitivity."""
+    import numpy as np
+    from minitorch_dist import nn, ops
+    net = nn.Dense(3, 2)
+    x = ms.Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    weights = net.trainable_params()
+    _, (gx,) = ms.value_and_grad(lambda a: net(a).sum(), (0,))(x)
+    _, gw = ms.value_and_grad(lambda a: net(a).sum(), None, weights)(x)
+    np.testing.assert_allclose(ops.GradOperation()(lambda a: net(a).sum())(x).asnumpy(), gx.asnumpy())
+    (only,) = ops.GradOperation(get_all=True)(lambda a: net(a).sum())(x)
+    np.testing.assert_allclose(only.asnumpy(), gx.asnumpy())
+    by_list = ops.GradOperation(get_by_list=True)(lambda a: net(a).sum(), weights)(x)
+    for a, b in zip(by_list, gw):
+        np.testing.assert_allclose(a.asnumpy(), b.asnumpy())
+    sens = ms.Tensor(np.full((2, 2), 1024.0, np.float32))
+    scaled = ops.GradOperation(get_by_list=True, sens_param=True)(net, weights)(x, sens)
+    for a, b in zip(scaled, gw):
+        np.testing.assert_allclose(a.asnumpy(), 1024.0 * b.asnumpy(), rtol=1e-6)
+    inputs_and_weights = ops.GradOperation(get_all=True, get_by_list=True)(lambda a: net(a).sum(), weights)(x)
+    np.testing.assert_allclose(inputs_and_weights[0][0].asnumpy(), gx.asnumpy())
+    with pytest.raises(ValueError, match="needs the weights"):
+        ops.GradOperation(get_by_list=True)(net)

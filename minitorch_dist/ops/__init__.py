@@ -19,6 +19,7 @@ from .normalization import *   # noqa: F401,F403
 from .dropout import *         # noqa: F401,F403
 from .embedding import *       # noqa: F401,F403
 from .loss import *            # noqa: F401,F403
+from .grad_operation import GradOperation
 from . import functional
 from .. import tensor as _tensor
 

@@ -10,7 +10,7 @@ gives float32 for the same reason.
 from ..backend.dtypes import DEFAULT_FLOAT
 from .primitive import Primitive
 
-__all__ = ["Add", "Sub", "Mul", "Div", "Pow", "Neg", "Maximum", "Minimum",
+__all__ = ["Add", "BiasAdd", "Sub", "Mul", "Div", "Pow", "Neg", "Maximum", "Minimum",
            "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual",
            "add", "sub", "mul", "div", "pow", "neg", "maximum", "minimum",
            "equal", "not_equal", "less", "less_equal", "greater", "greater_equal"]
@@ -33,6 +33,39 @@ class Add(Primitive):
 
     def backward(self, ctx, g):
         return g, g
+
+
+class BiasAdd(Primitive):
+    """``x + bias`` along the channel axis: the last axis for "NHWC" or a 2-D ``x``, axis 1
+    for "NCHW" (MindSpore's default) and "NCDHW".
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist import ops
+    >>> ops.BiasAdd()(ms.Tensor([[[[0.0]], [[0.0]]]]), ms.Tensor([1.0, 2.0])).asnumpy().ravel().tolist()
+    [1.0, 2.0]
+    """
+
+    def __init__(self, data_format="NCHW"):
+        if data_format not in ("NCHW", "NHWC", "NCDHW"):
+            raise ValueError(f"BiasAdd: data_format must be 'NCHW', 'NHWC' or 'NCDHW', got {data_format!r}")
+        self.data_format = data_format
+
+    def _axis(self, x):
+        return x.ndim - 1 if self.data_format == "NHWC" or x.ndim == 2 else 1
+
+    def forward(self, ctx, x, bias):
+        if x.ndim < 2 or bias.ndim != 1 or bias.shape[0] != x.shape[self._axis(x)]:
+            raise ValueError(f"{self.name}: bias must be 1-D with one entry per channel of x "
+                             f"(axis {self._axis(x) if x.ndim >= 2 else '?'} of shape {tuple(x.shape)}), "
+                             f"got shape {tuple(bias.shape)}")
+        shape = [1] * x.ndim
+        ctx.axis = self._axis(x)
+        shape[ctx.axis] = bias.shape[0]
+        return x + bias.reshape(shape)
+
+    def backward(self, ctx, g):
+        others = tuple(a for a in range(g.ndim) if a != ctx.axis)
+        return g, (g.sum(axis=others) if ctx.needs_input_grad[1] else None)
 
 
 class Sub(Primitive):

@@ -11,6 +11,7 @@ from .elementwise import fresh
 from .primitive import Primitive
 
 __all__ = ["SparseSoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits",
+           "SigmoidCrossEntropyWithLogits",
            "BCEWithLogits", "MSE",
            "softmax_cross_entropy", "binary_cross_entropy_with_logits", "mse_loss"]
 
@@ -323,3 +324,17 @@ def mse_loss(x, y, reduction="mean"):
     """Mean (or summed, or elementwise) squared error between ``x`` and ``y``."""
     check_reduction("mse_loss", reduction)
     return _instance(MSE, reduction)(x, y)
+
+
+class SigmoidCrossEntropyWithLogits(BCEWithLogits):
+    """MindSpore's name for the elementwise binary cross-entropy on logits (no reduction):
+    ``SigmoidCrossEntropyWithLogits()(logits, labels)``, as Wide&Deep's loss calls it.
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist import ops
+    >>> ops.SigmoidCrossEntropyWithLogits()(ms.Tensor([[0.0]]), ms.Tensor([[1.0]])).shape
+    (1, 1)
+    """
+
+    def __init__(self):
+        super().__init__("none")
