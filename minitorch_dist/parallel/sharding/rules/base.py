@@ -31,6 +31,7 @@ import math
 import numbers
 from dataclasses import dataclass, field
 
+from ..layout import rank_coordinates
 from .errors import ShardingError
 
 __all__ = ["CommStep", "ShardPlan", "Rule", "Call", "Grid", "register", "rule_for",
@@ -78,11 +79,7 @@ def coordinates(device_matrix, rank):
     >>> coordinates((2, 4, 1), 6)
     (1, 2, 0)
     """
-    coords = []
-    for size in reversed(device_matrix):
-        coords.append(rank % size)
-        rank //= size
-    return tuple(reversed(coords))
+    return rank_coordinates(device_matrix, rank)
 
 
 def dim_split(device_matrix, entry):
@@ -247,3 +244,17 @@ def supported_primitives():
 
 def is_count(n):
     return isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 1
+
+
+class OneTensorRule(Rule):
+    """A rule of primitives with one tensor input whose work dimensions are its dimensions
+    (unary elementwise, reductions, shape changes)."""
+
+    def check_call(self, call):
+        call.need_tensors(1, "x")
+
+    def op_dims(self, call):
+        return call.shapes[0]
+
+    def strategy_from(self, call, splits):
+        return (tuple(splits),)

@@ -24,25 +24,16 @@ import numpy as np
 from ....ops import activation, arithmetic, elementwise
 from ....ops.cast import Cast
 from ....ops.dropout import Dropout
-from .base import Grid, Rule, ShardPlan, register
+from .base import Grid, OneTensorRule, Rule, ShardPlan, register
 
 __all__ = ["UnaryRule", "BinaryRule", "broadcast_layout"]
 
 
-class UnaryRule(Rule):
+class UnaryRule(OneTensorRule):
     types = (activation.ReLU, activation.Sigmoid, activation.Tanh, activation.GeLU,
              elementwise.Exp, elementwise.Log, elementwise.Sqrt, elementwise.Rsqrt,
              elementwise.Abs, elementwise.Square, elementwise.Sign, arithmetic.Neg,
              Cast, Dropout)
-
-    def check_call(self, call):
-        call.need_tensors(1, "x")
-
-    def op_dims(self, call):
-        return call.shapes[0]
-
-    def strategy_from(self, call, splits):
-        return (tuple(splits),)
 
     def build(self, call, strategy, world, out_strategy):
         grid = Grid(call, strategy[0], world, strategy)

@@ -24,7 +24,7 @@ combined across ranks without its value.
 (((1,),), ['AllReduce(mean) over device-matrix axes (0,) on output 0'])
 """
 from ....ops import reduction
-from .base import ALL_REDUCE, CommStep, Grid, Rule, ShardPlan, register
+from .base import ALL_REDUCE, CommStep, Grid, OneTensorRule, ShardPlan, register
 from .elementwise import _maps_at
 
 __all__ = ["ReduceRule", "ArgReduceRule", "reduced_axes"]
@@ -46,17 +46,8 @@ def reduced_axes(call, axis, ndim):
     return tuple(sorted(set(out)))
 
 
-class ReduceRule(Rule):
+class ReduceRule(OneTensorRule):
     types = tuple(_OP)
-
-    def check_call(self, call):
-        call.need_tensors(1, "x")
-
-    def op_dims(self, call):
-        return call.shapes[0]
-
-    def strategy_from(self, call, splits):
-        return (tuple(splits),)
 
     def build(self, call, strategy, world, out_strategy):
         shape = call.shapes[0]

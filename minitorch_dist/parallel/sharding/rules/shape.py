@@ -22,7 +22,7 @@
 import math
 
 from ....ops import shape as shape_ops
-from .base import Grid, Rule, ShardPlan, keep_inputs, register
+from .base import Grid, OneTensorRule, Rule, ShardPlan, keep_inputs, register
 from .elementwise import _maps_at
 
 __all__ = ["ReshapeRule", "TransposeRule", "ExpandDimsRule", "SqueezeRule", "BroadcastToRule",
@@ -35,17 +35,8 @@ def _axis(call, axis, ndim):
     return axis % ndim
 
 
-class _OneTensor(Rule):
+class _OneTensor(OneTensorRule):
     """Shared parts of the one-tensor shape rules: the work dimensions are the input's."""
-
-    def check_call(self, call):
-        call.need_tensors(1, "x")
-
-    def op_dims(self, call):
-        return call.shapes[0]
-
-    def strategy_from(self, call, splits):
-        return (tuple(splits),)
 
     @staticmethod
     def grid_and_map(call, strategy, world):
