@@ -358,3 +358,34 @@ def test_megatron_mlp_on_4_mpi_ranks_equals_one_process(dp, mp):
                            "--dp", str(dp), "--mp", str(mp)], env=child_env())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert sorted(re.findall(r"OK rank (\d)", proc.stdout)) == ["0", "1", "2", "3"]
+
+
+def test_dataset_strategy_is_validated_and_its_tuple_form_splits_inputs():
+    for bad in ("fullbatch", ((2, 0),), ((2, 1.5),), 3):
+        with pytest.raises(ValueError, match="dataset_strategy must be"):
+            ms.set_auto_parallel_context(dataset_strategy=bad)
+    x, y = _seed_data(rows=8)
+    weights = _weights(SeedNet(None), 11)
+    reference, _, _ = _train(SeedNet(None), weights, x, y)
+    # inputs split 4 ways on rows: each rank is given its own quarter of the batch
+    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel",
+                                 dataset_strategy=((4, 1), (4, 1)))
+
+    def rank(comm):
+        part = slice(2 * comm.rank, 2 * comm.rank + 2)
+        return _train(SeedNet(((2, 2), (2, 1))), weights, x[part], y[part], group=comm,
+                      sharded=True)[0]
+
+    for losses in run_ranks(4, rank):
+        np.testing.assert_allclose(losses, reference, rtol=1e-5)
+
+
+def test_execute_dump_names_inputs_and_parameters(tmp_path):
+    x, y = _seed_data()
+    ms.set_auto_parallel_context(parallel_mode="auto_parallel")
+    ms.set_context(save_graphs=True, save_graphs_path=str(tmp_path))
+    run_ranks(8, lambda comm: _train(SeedNet(), _weights(SeedNet(None), 0), x, y, steps=1,
+                                     group=comm, sharded=True))
+    execute = (tmp_path / "rank_2" / "18_execute_0000.ir").read_text()
+    assert "= Redistribution(%input0)" in execute
+    assert re.search(r"MatMul\(%\d+, %para_w\)", execute)

@@ -60,6 +60,14 @@ def _check_pipeline_config(value):
     return {"pipeline_scheduler": scheduler.lower(), "pipeline_interleave": interleave}
 
 
+def _is_dataset_strategy(value):
+    if value in ("data_parallel", "full_batch"):
+        return True
+    return isinstance(value, (tuple, list)) and all(
+        isinstance(s, (tuple, list)) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
+                                             for n in s) for s in value)
+
+
 def _check(key, value):
     if key not in _DEFAULTS:
         raise ValueError(f"unknown auto-parallel option {key!r}; expected one of {sorted(_DEFAULTS)}")
@@ -73,6 +81,9 @@ def _check(key, value):
     if key in ("device_num", "global_rank") and value is not None and (
             isinstance(value, bool) or not isinstance(value, int) or value < 0):
         raise ValueError(f"{key} must be a non-negative int, got {value!r}")
+    if key == "dataset_strategy" and not _is_dataset_strategy(value):
+        raise ValueError("dataset_strategy must be 'data_parallel', 'full_batch' or a tuple of "
+                         "per-input split tuples such as ((8, 1), (8, 1)); got " + repr(value))
     if key in ("gradients_mean", "parameter_broadcast", "full_batch", "enable_parallel_optimizer") \
             and not isinstance(value, bool):
         raise ValueError(f"{key} must be True or False, got {value!r}")

@@ -71,6 +71,10 @@ class ExecuteListing:
         self.count = 0
         self.names = {}     # id(tensor) -> %k
 
+    def name(self, tensor, text):
+        """Give a known tensor (an input, a parameter) its own name in the listing."""
+        self.names[id(tensor)] = text
+
     def _name(self, tensor):
         key = id(tensor)
         if key not in self.names:
@@ -86,15 +90,16 @@ class ExecuteListing:
 
     def redistribution(self, node, position, steps, before, after):
         plan = "; ".join(str(s) for s in steps)
-        self.lines.append(f"{self._name(after)} = Redistribution({self._arg(before)}) "
+        arg = self._arg(before)          # arguments are named before results
+        self.lines.append(f"{self._name(after)} = Redistribution({arg}) "
                           f"{{instance name: redistribution_op_{node.name}_input{position}}} "
                           f"steps: [{plan}]")
         self.lines.append(f"    : ({self._type([before])}) -> ({self._type([after])})")
 
     def primitive(self, node, inputs, out):
         outs = out if isinstance(out, tuple) else (out,)
-        names = ", ".join(self._name(o) for o in outs)
         args = ", ".join(self._arg(x) for x in inputs)
+        names = ", ".join(self._name(o) for o in outs)
         self.lines.append(f"{names} = {node.type_name}({args}) {{instance name: {node.name}}} "
                           f"{{in_strategy: {_strategy_text(node.strategy)}}}")
         self.lines.append(f"    : ({self._type(inputs)}) -> ({self._type(outs)})")
@@ -102,7 +107,8 @@ class ExecuteListing:
 
     def collective(self, node, step, ranks, before, after):
         kind = "AllReduce" if step.kind == "all_reduce" else "ReduceScatter"
-        self.lines.append(f"{self._name(after)} = {kind}({self._arg(before)}) "
+        arg = self._arg(before)
+        self.lines.append(f"{self._name(after)} = {kind}({arg}) "
                           f"{{instance name: forward_op_{node.name}}} primitive_attrs: "
                           f"{{op: {step.op}, rank_list: {tuple(ranks)}, group_size: {len(ranks)}}}")
         self.lines.append(f"    : ({self._type([before])}) -> ({self._type([after])})")

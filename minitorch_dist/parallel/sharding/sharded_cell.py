@@ -16,6 +16,8 @@ Every call then runs the rank's local program (``executor.LocalRun``). The outpu
 gathered to full size on every rank; their gradient is divided by the world size, because
 each rank back-propagates the same full loss and the collectives' backward sums over ranks.
 """
+import logging
+
 import numpy as np
 
 from ... import communication
@@ -31,6 +33,8 @@ from .ir_dump import ExecuteListing, dump_begin, dump_execute
 from .layout import TensorLayout
 from .propagation import assign_strategies, input_layout
 from .redistribution import redistribute
+
+logger = logging.getLogger("minitorch_dist")
 
 __all__ = ["ShardedCell", "ShardedProgram", "shards_operators", "dataset_layouts"]
 
@@ -131,8 +135,13 @@ class ShardedCell(Cell):
         stand_ins = [Tensor(np.zeros(s, _np_dtype(x))) for s, x in zip(full_shapes, inputs)]
         with _full_size_parameters(self.network):
             graph = trace(self.network, stand_ins)
-        propagate = (get_auto_parallel_context("parallel_mode") == ParallelMode.AUTO_PARALLEL
-                     and get_auto_parallel_context("search_mode") == "sharding_propagation")
+        # AUTO_PARALLEL searches by sharding propagation whatever search_mode names (there is
+        # no dynamic-programming or recursive search here): annotated operators spread their
+        # strategies, the rest is chosen greedily against the dataset's layouts
+        propagate = get_auto_parallel_context("parallel_mode") == ParallelMode.AUTO_PARALLEL
+        if propagate and get_auto_parallel_context("search_mode") != "sharding_propagation":
+            logger.warning("search_mode=%r is served by sharding propagation",
+                           get_auto_parallel_context("search_mode"))
         plans = assign_strategies(graph, world, layouts, propagate)
         program = ShardedProgram(graph, plans, world, rank, GroupCache(world, rank, parent=comm))
         object.__setattr__(self, "program", program)
@@ -175,7 +184,13 @@ class ShardedCell(Cell):
         layouts = {id(x): layout for x, layout in zip(inputs, self._input_layouts)}
         for param in program.graph.params.values():
             layouts[id(param)] = param.sharding_layout
-        listing = ExecuteListing(program.rank) if _dumping() and not self._steps else None
+        listing = None
+        if _dumping() and not self._steps:
+            listing = ExecuteListing(program.rank)
+            for i, x in enumerate(inputs):
+                listing.name(x, f"%input{i}")
+            for name, param in program.graph.params.items():
+                listing.name(param, f"%para_{name}")
         with LocalRun(program, layouts, listing) as run:
             out = self.network(*inputs)
         out = _map_tensors(out, lambda t: self._finish(t, run, program))
