@@ -409,3 +409,18 @@ def test_mpi_a_bad_id_on_one_rank_stops_every_rank():
     assert len({line.split(" ", 2)[2] for line in lines}) == 1, out
     assert "id 14 in the batch of rank 1 is out of range" in lines[0] and "[0, 11)" in lines[0]
     assert seconds < 50
+
+
+def test_dist_opt_refuses_a_row_sliced_table():
+    """DistOpt averages whole parameters: a row-sliced table would mix ranks' different rows
+    (regression: it used to try, and either failed on shapes or averaged wrong rows)."""
+    from minitorch_dist.communication import run_ranks
+    from minitorch_dist.parallel import DistOpt
+
+    def rank(comm):
+        emb = nn.EmbeddingLookup(10, 2, slice_mode="table_row_slice", group=comm)
+        with pytest.raises(ValueError, match="slice of a table split across ranks"):
+            DistOpt(nn.SGD(emb.trainable_params(), 0.1), communicator=comm)
+        return True
+
+    assert run_ranks(2, rank) == [True, True]

@@ -86,6 +86,12 @@ class DistOpt:
         self.loss_scale = resolve_loss_scale(loss_scale)
         self.sparse_cap = float(sparse_cap)
         params = self.parameters
+        for p in params:
+            if getattr(p, "row_slice", None) is not None or getattr(p, "sharding_layout", None) is not None:
+                raise ValueError(f"DistOpt: parameter {p.name!r} is a slice of a table split across "
+                                 "ranks (table_row_slice or operator sharding); DistOpt averages whole "
+                                 "parameters, which would mix different slices. Train it with "
+                                 "TrainOneStepCell (DistributedGradReducer) instead")
         self._fused = BucketedAllreduce(comm, self.buffSize)
         self._feedback = ErrorFeedback(params)
         self._schedule = PartialUpdateSchedule([p.size for p in params],
