@@ -6,6 +6,8 @@
 >>> x.grad.asnumpy().tolist()
 [3.0, 3.0]
 """
+from .backend.allocator import tune_malloc as _tune_malloc
+_tune_malloc()          # keep freed blocks for reuse (see backend/allocator.py)
 from .backend import (Device, DeviceOutOfMemoryError, get_device, transfer_stats,
                       reset_transfer_stats)
 from .backend.dtypes import (float16, float32, float64, int8, uint8, int32, uint32, int64, bool_)

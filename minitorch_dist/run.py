@@ -27,6 +27,8 @@ import subprocess
 import sys
 import time
 
+from .backend.allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
+
 __all__ = ["build_command", "find_mpiexec", "mpi_flavor", "rank_environment", "launch", "main"]
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -97,7 +99,8 @@ def build_command(n, argv, mpiexec, python=None, flavor="openmpi", is_root=None,
     return command + ["-n", str(n), python] + runner + list(argv)
 
 
-MALLOC_VARIABLES = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+MALLOC_VARIABLES = {"MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD),
+                    "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD)}
 
 
 def rank_environment(env=None):

@@ -165,3 +165,16 @@ def test_dry_run_prints_the_command():
     assert words[-6:] == [sys.executable, "-m", "mpi4py", "train.py", "--epochs", "1"]
     assert "--bind-to" in words and ("--oversubscribe" in words) == (3 > (os.cpu_count() or 1))
     assert ("--allow-run-as-root" in words) == (os.geteuid() == 0)
+
+
+def test_glibc_thresholds_are_tuned_at_import_unless_opted_out():
+    """A plain ``python script.py`` gets the launcher's allocator setting through mallopt
+    (page faults on every reuse of a large freed block otherwise); opt-outs are honoured."""
+    import sys as _sys
+    from minitorch_dist.backend.allocator import tune_malloc
+    assert tune_malloc({"MINITORCH_DIST_SYSTEM_MALLOC": "1"}) is False
+    assert tune_malloc({"MALLOC_MMAP_THRESHOLD_": "1"}) is False
+    if _sys.platform.startswith("linux"):
+        import ctypes.util
+        if ctypes.util.find_library("c") and "musl" not in ctypes.util.find_library("c"):
+            assert tune_malloc({}) is True
