@@ -1,15 +1,22 @@
 // Row kernels for embedding tables: gather, scatter-add and duplicate merge.
 //
 // Tables arrive as 2-D (rows, d) views; the Python wrapper flattens trailing dimensions and
-// ids of any shape, so these loops only deal with rows of d contiguous values.
+// ids of any shape, so these loops only deal with rows of d contiguous values. A large gather
+// splits the ids over worker threads (see worker_threads.h) and prefetches the table rows a
+// few ids ahead: the rows of a big table are cache misses, and waiting on them one at a time
+// was most of its cost.
 #include <cstring>
 
 #include "common.h"
 #include "kernels.h"
 #include "row_groups.h"
+#include "worker_threads.h"
 
 namespace mtd {
 namespace {
+
+// How many ids ahead the gather prefetches table rows.
+constexpr std::int64_t kPrefetchRows = 16;
 
 void check_rows(const py::array& ids, const py::array& values, std::int64_t d) {
     require_layout(ids, "ids", 1);
@@ -36,10 +43,20 @@ void embedding_gather(const py::array& table, const py::array& ids, py::array& o
             py::gil_scoped_release nogil;
             bad_pos = first_bad_id(idx, n, rows);
             if (bad_pos < 0) {
-                for (std::int64_t k = 0; k < n; ++k) {
-                    const std::int64_t row = static_cast<std::int64_t>(idx[k]);
-                    std::memcpy(dst + k * row_bytes, src + row * row_bytes, row_bytes);
-                }
+                // Ids in blocks, one per worker; each block asks for the table rows a few ids
+                // ahead (a large table's rows are cache and TLB misses).
+                const int workers = worker_count(n, d);
+                run_blocks(workers, [&](int w) {
+                    const std::int64_t begin = n * w / workers, end = n * (w + 1) / workers;
+                    for (std::int64_t k = begin; k < end; ++k) {
+                        if (k + kPrefetchRows < end)
+                            prefetch_row<false>(
+                                src + static_cast<std::int64_t>(idx[k + kPrefetchRows]) * row_bytes,
+                                row_bytes);
+                        const std::int64_t row = static_cast<std::int64_t>(idx[k]);
+                        std::memcpy(dst + k * row_bytes, src + row * row_bytes, row_bytes);
+                    }
+                });
             }
         }
         if (bad_pos >= 0) bad = static_cast<std::int64_t>(idx[bad_pos]);
@@ -91,11 +108,13 @@ py::tuple unique_merge(const py::array& ids, const py::array& values) {
         throw py::value_error("values has " + std::to_string(values.shape(0)) +
                               " rows but there are " + std::to_string(ids.shape(0)) + " ids");
     const std::int64_t n = ids.shape(0), d = values.shape(1);
-    RowGroups groups = dispatch_index(ids, [&](auto tag) {
+    ThreadRowGroups lease;
+    RowGroups& groups = lease.get();
+    dispatch_index(ids, [&](auto tag) {
         using I = decltype(tag);
         const I* idx = cdata_of<I>(ids);
         py::gil_scoped_release nogil;
-        return group_rows(idx, n);
+        group_rows(idx, n, groups);
     });
     const std::int64_t m = groups.size();
     py::array_t<std::int64_t> out_ids(m);
@@ -106,7 +125,11 @@ py::tuple unique_merge(const py::array& ids, const py::array& values) {
         const T* src = cdata_of<T>(values);
         T* dst = data_of<T>(out_values);
         py::gil_scoped_release nogil;
+        const std::size_t row_bytes = sizeof(T) * static_cast<std::size_t>(d);
         for (std::int64_t g = 0; g < m; ++g) {
+            if (g + kPrefetchRows < m)
+                prefetch_row<false>(src + groups.order[groups.starts[g + kPrefetchRows]] * d,
+                                    row_bytes);
             T* row = dst + g * d;
             const T* sum = group_sum(groups, g, src, d, row);
             if (sum != row) std::copy(sum, sum + d, row);

@@ -4,20 +4,22 @@
 // updated exactly once with its summed gradient; untouched rows (and their optimizer state)
 // are left alone, which is what makes these "lazy" updates cheap for large vocabularies.
 //
-// After the merge every distinct row is independent, so large updates split the rows into
-// contiguous blocks, one per worker thread. Each row is computed by the same code whatever the
-// thread count, so results are bit-identical with 1 or many threads.
+// The merge is a stable radix sort of the ids (row_groups.h), in memory reused from call to
+// call. After it every distinct row is independent, so large updates split the rows into
+// contiguous blocks, one per worker thread, balanced by rows and ids. Each row is computed by
+// the same code whatever the thread count, so results are bit-identical with 1 or many
+// threads. The rows of a large table and of its state are scattered over memory: the loop
+// prefetches them a few rows ahead, which more than halves the time of a 10M-row table.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <initializer_list>
 #include <limits>
-#include <thread>
 #include <vector>
 
 #include "common.h"
 #include "kernels.h"
 #include "row_groups.h"
+#include "worker_threads.h"
 
 namespace mtd {
 namespace {
@@ -46,26 +48,18 @@ void check_update_args(py::array& param, NamedArrays state, const py::array& ids
                               std::to_string(param.shape(1)) + ")");
 }
 
-// Most worker threads a row loop may use; 0 means one per hardware thread (capped at 16).
-std::atomic<int> max_threads{0};
-
-// Below this many updated elements per thread, starting a thread costs more than it saves.
-constexpr std::int64_t kMinElementsPerThread = 1 << 15;
-
-int worker_count(std::int64_t groups, std::int64_t d) {
-    int limit = max_threads.load();
-    if (limit <= 0)
-        limit = static_cast<int>(std::min(16u, std::max(1u, std::thread::hardware_concurrency())));
-    const std::int64_t by_work = groups * d / kMinElementsPerThread;
-    return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(limit, by_work)));
-}
+// How far ahead the row loop prefetches (see prefetch_row): the table and state rows of the
+// group so many groups on, the gradient rows of the ids so many positions on.
+constexpr std::int64_t kPrefetchGroups = 16;
+constexpr std::int64_t kPrefetchIds = 16;
 
 // Runs row_fn(row_id, summed_grad_row, spare_row) once per distinct id, without the GIL, on up to
-// worker_count() threads (distinct rows never share memory). Throws IndexError (and changes
-// nothing) if an id is out of range.
+// worker_count() threads (distinct rows never share memory). `tables` (param and its state)
+// are the arrays row_fn updates, for the prefetch. Throws IndexError (and changes nothing) if
+// an id is out of range.
 template <typename T, typename RowFn>
 void for_each_merged_row(const py::array& param, const py::array& ids, const py::array& grads,
-                         RowFn&& row_fn) {
+                         std::initializer_list<const T*> tables, RowFn&& row_fn) {
     const std::int64_t rows = param.shape(0), d = param.shape(1), n = ids.shape(0);
     dispatch_index(ids, [&](auto itag) {
         using I = decltype(itag);
@@ -76,33 +70,38 @@ void for_each_merged_row(const py::array& param, const py::array& ids, const py:
             py::gil_scoped_release nogil;
             bad_pos = first_bad_id(idx, n, rows);
             if (bad_pos < 0) {
-                const RowGroups groups = group_rows(idx, n);
+                ThreadRowGroups lease;
+                RowGroups& groups = lease.get();
+                group_rows(idx, n, groups);
                 const std::int64_t count = groups.size();
                 const int workers = worker_count(count, d);
                 // Two scratch rows per worker (the summed gradient, and a spare for the
                 // row function), allocated here so that nothing can throw inside a thread.
                 std::vector<T> scratch(static_cast<std::size_t>(2 * d) * workers);
+                const std::size_t row_bytes = sizeof(T) * static_cast<std::size_t>(d);
                 auto run_block = [&](int w) {
-                    const std::int64_t begin = count * w / workers;
-                    const std::int64_t end = count * (w + 1) / workers;
+                    const std::int64_t begin = block_start(groups, w, workers);
+                    const std::int64_t end = block_start(groups, w + 1, workers);
                     T* own = scratch.data() + static_cast<std::int64_t>(w) * 2 * d;
-                    for (std::int64_t grp = begin; grp < end; ++grp)
+                    // Gradient rows are read in sorted order, from all over `grads`: ask for
+                    // them kPrefetchIds positions ahead, duplicates included.
+                    const std::int64_t* order = groups.order.data();
+                    const std::int64_t stop = groups.starts[end];
+                    std::int64_t next = groups.starts[begin];  // next position to prefetch
+                    for (std::int64_t grp = begin; grp < end; ++grp) {
+                        const std::int64_t ahead = grp + kPrefetchGroups;
+                        if (ahead < end) {
+                            const std::int64_t at = groups.ids[ahead] * d;
+                            for (const T* table : tables) prefetch_row<true>(table + at, row_bytes);
+                        }
+                        const std::int64_t upto =
+                            std::min(groups.starts[grp + 1] + kPrefetchIds, stop);
+                        for (; next < upto; ++next)
+                            prefetch_row<false>(g + order[next] * d, row_bytes);
                         row_fn(groups.ids[grp], group_sum(groups, grp, g, d, own), own + d);
-                };
-                if (workers == 1) {
-                    run_block(0);
-                } else {
-                    std::vector<std::thread> pool;
-                    int started = 1;
-                    try {
-                        pool.reserve(workers - 1);
-                        for (; started < workers; ++started) pool.emplace_back(run_block, started);
-                    } catch (...) {  // no thread to be had: this thread does the remaining blocks
                     }
-                    for (int w = started; w < workers; ++w) run_block(w);
-                    run_block(0);
-                    for (auto& t : pool) t.join();
-                }
+                };
+                run_blocks(workers, run_block);
             }
         }
         if (bad_pos >= 0) throw bad_id_error(static_cast<std::int64_t>(idx[bad_pos]), rows);
@@ -117,7 +116,7 @@ void sparse_sgd(py::array& param, const py::array& ids, const py::array& grads, 
         using T = decltype(tag);
         const T lr_t = static_cast<T>(lr), wd = static_cast<T>(weight_decay);
         T* base = data_of<T>(param);
-        for_each_merged_row<T>(param, ids, grads, [&](std::int64_t row, const T* g, T*) {
+        for_each_merged_row<T>(param, ids, grads, {base}, [&](std::int64_t row, const T* g, T*) {
             T* w = base + row * d;
             if (weight_decay != 0.0) {
                 for (std::int64_t j = 0; j < d; ++j) w[j] -= lr_t * (g[j] + wd * w[j]);
@@ -167,7 +166,8 @@ void lazy_adam(py::array& param, py::array& m, py::array& v, const py::array& id
         const T lr_t = static_cast<T>(step_size), eps_t = static_cast<T>(eps);
         const T wd = static_cast<T>(weight_decay);
         T *w0 = data_of<T>(param), *m0 = data_of<T>(m), *v0 = data_of<T>(v);
-        for_each_merged_row<T>(param, ids, grads, [&](std::int64_t row, const T* g, T* spare) {
+        for_each_merged_row<T>(param, ids, grads, {w0, m0, v0},
+                               [&](std::int64_t row, const T* g, T* spare) {
             T *w = w0 + row * d, *mr = m0 + row * d, *vr = v0 + row * d;
             const T* gr = decayed_row(g, w, d, wd, spare);
             if (use_nesterov)
@@ -211,7 +211,8 @@ void ftrl(py::array& param, py::array& accum, py::array& linear, const py::array
         const T two_l2 = static_cast<T>(2.0 * l2), exponent = static_cast<T>(-lr_power);
         const T wd = static_cast<T>(weight_decay);
         T *w0 = data_of<T>(param), *a0 = data_of<T>(accum), *z0 = data_of<T>(linear);
-        for_each_merged_row<T>(param, ids, grads, [&](std::int64_t row, const T* g, T* spare) {
+        for_each_merged_row<T>(param, ids, grads, {w0, a0, z0},
+                               [&](std::int64_t row, const T* g, T* spare) {
             const std::int64_t at = row * d;
             const T* gr = decayed_row(g, w0 + at, d, wd, spare);
             if (lr_power == -0.5) {
@@ -243,7 +244,8 @@ void proximal_adagrad(py::array& param, py::array& accum, const py::array& ids,
         const T denom = static_cast<T>(1.0 + lr * l2), wd = static_cast<T>(weight_decay);
         const T tiny = std::numeric_limits<T>::min();
         T *w0 = data_of<T>(param), *a0 = data_of<T>(accum);
-        for_each_merged_row<T>(param, ids, grads, [&](std::int64_t row, const T* g, T* spare) {
+        for_each_merged_row<T>(param, ids, grads, {w0, a0},
+                               [&](std::int64_t row, const T* g, T* spare) {
             T *w = w0 + row * d, *acc = a0 + row * d;
             const T* gr = decayed_row(g, w, d, wd, spare);
             for (std::int64_t j = 0; j < d; ++j) {

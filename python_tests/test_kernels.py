@@ -552,3 +552,52 @@ def test_fp16_round_trip_with_out_arrays(impl):
         impl.fp16_unpack(packed, 0.0)
     with pytest.raises(ValueError, match=r"C-contiguous float16 array of shape \(3, 50\)"):
         impl.fp16_pack(x, out=np.empty(150, np.float16))
+
+
+# --- large merges: radix sort, balanced thread blocks ---------------------------------------------
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("id_dtype", [np.int32, np.int64])
+def test_cpp_unique_merge_radix_path_equals_twin_bit_for_bit(cpp, dtype, id_dtype):
+    """From 2048 ids on, the C++ merge sorts by a radix sort on the bits of the id range; the
+    duplicates must still be summed in input order, exactly as the twin's np.add.at."""
+    r = rng(50)
+    cases = [r.integers(0, 50, 5000),                                  # 6 bits, many duplicates
+             r.integers(np.iinfo(id_dtype).min, np.iinfo(id_dtype).max, 4000, dtype=id_dtype,
+                        endpoint=True),                                # full width, negatives
+             np.full(3000, -7),                                        # one id: nothing to sort
+             (r.zipf(1.1, 6000) - 1) % 10_000_000,                     # a hot id, 24 bits
+             np.arange(2500)[::-1]]                                    # distinct, descending
+    for ids in cases:
+        ids = ids.astype(id_dtype)
+        values = r.standard_normal((ids.size, 3)).astype(dtype)
+        got_ids, got_values = cpp.unique_merge(ids, values)
+        want_ids, want_values = ref.unique_merge(ids, values)
+        np.testing.assert_array_equal(got_ids, want_ids)
+        np.testing.assert_array_equal(got_values, want_values)
+
+
+def test_lazy_adam_with_a_hot_id_is_bit_identical_across_threads_and_equals_twin(cpp):
+    """Zipf ids: one id holds a tenth of the batch. The thread blocks balance rows and ids, and
+    whatever the split, every row's result is the same bits (and the twin's)."""
+    r = rng(51)
+    rows, width = 20_000, 64
+    ids = (r.zipf(1.1, 60_000) - 1) % rows
+    grads = r.standard_normal((ids.size, width)).astype(np.float32)
+    start = [r.standard_normal((rows, width)).astype(np.float32) * 0.01,
+             np.abs(r.standard_normal((rows, width))).astype(np.float32) * 0.01,
+             np.abs(r.standard_normal((rows, width))).astype(np.float32) * 0.01]
+    results = []
+    try:
+        for threads in (1, 2, 3, 0):
+            cpp.set_sparse_threads(threads)
+            w, m, v = (a.copy() for a in start)
+            cpp.lazy_adam(w, m, v, ids, grads, 0.01, 0.9, 0.999, 1e-8, 3, 0.001)
+            results.append((w, m, v))
+    finally:
+        cpp.set_sparse_threads(0)
+    w, m, v = (a.copy() for a in start)
+    ref.lazy_adam(w, m, v, ids, grads, 0.01, 0.9, 0.999, 1e-8, 3, 0.001)
+    for other in results[1:] + [(w, m, v)]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(a, b)

@@ -143,8 +143,9 @@ def proximal_adagrad(param, accum, ids, grads, lr, l1=0.0, l2=0.0, weight_decay=
 
 
 def set_sparse_threads(n):
-    """Most threads one fused sparse optimizer update may use (0: one per core, at most 16);
-    returns the previous setting. Results do not depend on it."""
+    """Most threads one fused sparse optimizer update, or one large ``embedding_gather``, may
+    use (0: one per core, at most 16); returns the previous setting. Results do not depend
+    on it."""
     if isinstance(n, bool) or int(n) != n or n < 0:
         raise ValueError(f"set_sparse_threads: n must be an integer >= 0 (0: automatic), got {n!r}")
     return _C.set_sparse_threads(int(n))
