@@ -389,3 +389,18 @@ def test_execute_dump_names_inputs_and_parameters(tmp_path):
     execute = (tmp_path / "rank_2" / "18_execute_0000.ir").read_text()
     assert "= Redistribution(%input0)" in execute
     assert re.search(r"MatMul\(%\d+, %para_w\)", execute)
+
+
+def test_fewer_devices_keep_the_blocks_of_a_full_strategy():
+    """The repeated axis on the right (MindSpore's default): after MatMul ((2, 2), (2, 1)) on 4
+    ranks, Add ((2, 1), (1,)) wants the row blocks each rank already has, so nothing moves
+    (with it on the left an AllGather and a slice were inserted)."""
+    from minitorch_dist.parallel.sharding.propagation import input_layout, output_layout
+    from minitorch_dist.parallel.sharding.redistribution import plan_cost, plan_redistribution
+    from minitorch_dist.parallel.sharding.rules import plan
+    mm = plan(ops.MatMul(), ((2, 2), (2, 1)), [(64, 32), (32, 32)], [None, None], {}, 4)
+    add = plan(ops.Add(), ((2, 1), (1,)), [(64, 32), (32,)], [None, None], {}, 4)
+    have = output_layout(mm, 0, (64, 32))
+    want = input_layout(add, 0, (64, 32))
+    assert plan_cost(plan_redistribution(have, want), 4) == 0
+    assert all(have.slice_for(r) == want.slice_for(r) for r in range(4))

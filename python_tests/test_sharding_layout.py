@@ -64,14 +64,14 @@ def test_tuple_map_splits_one_dimension_over_several_axes():
 
 def test_repeated_calculation_axis():
     assert with_repeated_axis((2, 2), 8) == (2, 2, 2)
-    assert with_repeated_axis((2, 2), 8, right=True) == (2, 2, 2)
+    assert with_repeated_axis((2, 2), 8, right=False) == (2, 2, 2)
     assert with_repeated_axis((8,), 8) == (8,)
-    relu = TensorLayout.from_strategy((4, 1), (16, 16), world=8)
-    assert relu.device_matrix == (2, 4, 1) and relu.tensor_map == (1, 0)
-    assert relu.replicated_axes() == (2,)
+    left = TensorLayout.from_strategy((4, 1), (16, 16), world=8, repeated_right=False)
+    assert left.device_matrix == (2, 4, 1) and left.tensor_map == (1, 0)
+    assert left.replicated_axes() == (2,)
     # rank r and r + 4 hold the same block: the leftmost axis is the copies
-    assert all(relu.slice_for(r) == relu.slice_for(r + 4) for r in range(4))
-    right = TensorLayout.from_strategy((4, 1), (16, 16), world=8, repeated_right=True)
+    assert all(left.slice_for(r) == left.slice_for(r + 4) for r in range(4))
+    right = TensorLayout.from_strategy((4, 1), (16, 16), world=8)     # MindSpore's default
     assert right.device_matrix == (4, 1, 2) and right.tensor_map == (2, 1)
     assert all(right.slice_for(2 * r) == right.slice_for(2 * r + 1) for r in range(4))
     assert TensorLayout.from_strategy((2, 4), (16, 32)) == TensorLayout((2, 4), (1, 0), (16, 32))

@@ -192,16 +192,18 @@ def test_matmul_reduce_scatter_with_one_row_split_and_repeated_axis():
     mm = ops.MatMul(transpose_b=True)
     full, inputs, attrs = captured_call(mm, rand(8, 12), rand(6, 12, seed=2))
     p = plan(mm, ((1, 4), (1, 4)), [(8, 12), (6, 12)], inputs, attrs, 8, out_strategy=((4, 1),))
-    assert p.device_matrix == (2, 1, 4, 1)
-    assert p.output_maps == ((1, 0),)
+    assert p.device_matrix == (1, 4, 1, 2)          # the repeated axis on the right
+    assert p.output_maps == ((2, 1),)
     check_plan(p, mm, inputs, attrs, full, 8)
 
 
-def test_repeated_axis_is_leftmost():
+def test_repeated_axis_is_rightmost():
+    """MindSpore's default: neighbouring ranks hold the copies, so (2, 1) on 8 devices gives
+    ranks 0-3 the first row block, as (8, 1)'s ranks 0-3 hold its first four blocks."""
     mm = ops.MatMul()
     full, inputs, attrs = captured_call(mm, rand(8, 8), rand(8, 8, seed=3))
     p = plan(mm, ((2, 1), (1, 1)), [(8, 8), (8, 8)], inputs, attrs, 8)
-    assert p.device_matrix == (4, 2, 1, 1)
+    assert p.device_matrix == (2, 1, 1, 4)
     assert p.forward_comm == ()
     check_plan(p, mm, inputs, attrs, full, 8)
 
@@ -324,9 +326,9 @@ def test_softmax_and_loss_rules(make, args):
 def test_sparse_cross_entropy_mean_plan():
     loss = ops.SparseSoftmaxCrossEntropyWithLogits("mean")
     p = plan(loss, ((4, 1), (4,)), [(16, 10), (16,)], [None, None], {}, 8)
-    assert p.device_matrix == (2, 4, 1)
-    assert p.input_maps == ((1, 0), (1,)) and p.output_maps == ((),)
-    assert p.forward_comm == (CommStep("all_reduce", (1,), op="mean"),)
+    assert p.device_matrix == (4, 1, 2)            # the repeated axis on the right
+    assert p.input_maps == ((2, 1), (2,)) and p.output_maps == ((),)
+    assert p.forward_comm == (CommStep("all_reduce", (2,), op="mean"),)
 
 
 SHAPES = [

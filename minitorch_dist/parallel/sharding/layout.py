@@ -94,15 +94,16 @@ def group_ranks(device_matrix, axes, rank):
     return tuple(members)
 
 
-def with_repeated_axis(device_matrix, world, right=False):
+def with_repeated_axis(device_matrix, world, right=True):
     """``device_matrix`` completed to ``world`` devices: when it uses fewer, one more axis of
-    size ``world / used`` holds the copies (leftmost by default; ``right=True`` appends it,
-    which shifts every from-the-right axis number of the strategy by one).
+    size ``world / used`` holds the copies: appended on the right by default, as MindSpore
+    and the operator rules place it (which shifts every from-the-right axis number of the
+    strategy by one); ``right=False`` puts it leftmost.
 
     >>> with_repeated_axis((2, 2), 8), with_repeated_axis((2, 4), 8)
     ((2, 2, 2), (2, 4))
-    >>> with_repeated_axis((4,), 8, right=True)
-    (4, 2)
+    >>> with_repeated_axis((4,), 8), with_repeated_axis((4,), 8, right=False)
+    ((4, 2), (2, 4))
     """
     device_matrix = tuple(int(n) for n in device_matrix)
     used = math.prod(device_matrix)
@@ -193,14 +194,14 @@ class TensorLayout:
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
-    def from_strategy(cls, strategy, shape, world=None, repeated_right=False):
+    def from_strategy(cls, strategy, shape, world=None, repeated_right=True):
         """The layout of a tensor that one primitive input strategy splits ``strategy[i]``
         ways along dimension ``i``: device matrix = the strategy (MindSpore's device
         arrangement of an elementwise op), dimension ``i`` on its own axis, plus the
         repeated-calculation axis when ``world`` has more devices than the strategy uses.
 
         >>> print(TensorLayout.from_strategy((4, 1), (16, 16), world=8))
-        layout(dev=[2,4,1], map=[1,0], shape=(16,16))
+        layout(dev=[4,1,2], map=[2,1], shape=(16,16))
         """
         strategy = tuple(strategy)
         if len(strategy) != len(shape) or not all(isinstance(s, (int, np.integer)) and s >= 1

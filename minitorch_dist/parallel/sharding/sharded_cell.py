@@ -55,21 +55,22 @@ def shards_operators(network):
 
 def split_layout(splits, shape, world):
     """The layout that splits dim ``i`` of ``shape`` ``splits[i]`` ways, each split over its
-    own device-matrix axis, with the leftover devices as a leading repeated axis."""
+    own device-matrix axis, with the leftover devices as a trailing repeated axis (as the
+    operators' strategies place it)."""
     used = int(np.prod(splits)) if splits else 1
     if used > world or world % used:
         raise ValueError(f"a split of {tuple(splits)} needs a number of devices dividing "
                          f"{world}, got {used}")
     axes = [s for s in splits if s > 1]
-    matrix = ((world // used,) if world // used > 1 or not axes else ()) + tuple(axes)
-    tensor_map, next_axis = [], len(axes) - 1
+    repeated = (world // used,) if world // used > 1 or not axes else ()
+    tensor_map, next_axis = [], len(axes) - 1 + len(repeated)
     for s in splits:
         if s > 1:
             tensor_map.append(next_axis)
             next_axis -= 1
         else:
             tensor_map.append(-1)
-    return TensorLayout(matrix, tuple(tensor_map), tuple(shape))
+    return TensorLayout(tuple(axes) + repeated, tuple(tensor_map), tuple(shape))
 
 
 def dataset_layouts(local_shapes, world, strategy=None):

@@ -165,7 +165,10 @@ class Call:
 
 class Grid:
     """The device matrix of one operator: one axis per dimension of its work, in order,
-    and a leading repeated axis for the devices the strategy leaves over."""
+    then a trailing repeated axis for the devices the strategy leaves over (MindSpore's
+    default placement, ``repeated_num_in_dev_matrix_right_``). On the right, the repeated
+    copies are neighbouring ranks, so an operator that uses fewer devices keeps the row
+    blocks of one that uses them all: no data moves between them."""
 
     def __init__(self, call, splits, world, strategy):
         self.splits = tuple(int(s) for s in splits)
@@ -177,11 +180,12 @@ class Grid:
             raise call.error(f"strategy {strategy} uses {used} devices, which does not divide the "
                              f"world of {world}; the product of the split counts must divide it")
         repeated = world // used
-        self.device_matrix = ((repeated,) if repeated > 1 or not self.splits else ()) + self.splits
+        self.shift = 1 if repeated > 1 or not self.splits else 0
+        self.device_matrix = self.splits + ((repeated,) if self.shift else ())
 
     def axis(self, k):
         """The device-matrix axis (from the right) of work dimension ``k``."""
-        return len(self.splits) - 1 - k
+        return len(self.splits) - 1 - k + self.shift
 
     def split_axes(self, ks):
         """The axes of the work dimensions ``ks`` that are really split (> 1)."""

@@ -17,7 +17,7 @@
 >>> from minitorch_dist.parallel.sharding.rules import plan, local_call
 >>> p = plan(ops.Reshape(), ((2, 1, 1),), [(4, 6, 5)], [None], {"shape": (24, 5)}, 8)
 >>> p.device_matrix, p.output_maps, local_call(p, [None], {"shape": (24, 5)}, rank=0)[1]
-((4, 2, 1, 1), ((2, 0),), {'shape': (12, 5)})
+((2, 1, 1, 4), ((3, 1),), {'shape': (12, 5)})
 """
 import math
 
