@@ -423,3 +423,31 @@ def test_train_cell_checkpoint_holds_optimizer_state(tmp_path):
     names = list(load_checkpoint(path))
     assert names[:4] == ["0.weight", "0.bias", "2.weight", "2.bias"]
     assert "global_step" in names and "moment1.0.weight" in names and "moment2.2.bias" in names
+
+
+def test_two_optimizers_in_a_wrapper_save_and_load(tmp_path):
+    """Wide&Deep's TrainStepWrap holds two optimizers under a wrapper that leaves attribute
+    names out of parameter paths; both global_steps must still get distinct names
+    (regression: "two different parameters are both named 'global_step'")."""
+    import minitorch_dist as ms
+    from minitorch_dist import nn
+
+    class Wrap(nn.Cell):
+        _name_scope = False
+
+        def __init__(self):
+            super().__init__()
+            self.a = ms.Parameter(ms.Tensor([1.0]), name="a")
+            self.b = ms.Parameter(ms.Tensor([2.0]), name="b")
+            self.optimizer_w = nn.SGD([self.a], 0.1)
+            self.optimizer_d = nn.SGD([self.b], 0.1)
+
+    net = Wrap()
+    net.optimizer_d.global_step.data[...] = 7
+    path = str(tmp_path / "two.ckpt")
+    ms.save_checkpoint(net, path)
+    loaded = ms.load_checkpoint(path)
+    assert "global_step" in loaded and "optimizer_d.global_step" in loaded
+    fresh = Wrap()
+    ms.load_param_into_net(fresh, loaded, strict_load=True)
+    assert int(fresh.optimizer_d.global_step.asnumpy()[0]) == 7

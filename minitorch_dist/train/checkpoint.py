@@ -79,9 +79,12 @@ def checkpoint_entries(cell):
     """``(name, Parameter)`` for every parameter of ``cell`` as checkpoints name them.
 
     The name is the parameter's own name; a second, different parameter with the same
-    name (e.g. two optimizers' ``global_step``) takes its attribute path instead.
+    name (e.g. two optimizers' ``global_step``) takes its attribute path instead, spelled in
+    full even through wrappers that leave their attribute names out of parameter names
+    (``optimizer_d.global_step`` in Wide&Deep's ``TrainStepWrap``).
     """
     taken, out = set(), []
+    full_paths = None
     for path, param in cell.parameters_and_names():
         if param.released:
             continue    # held by another pipeline stage's process
@@ -89,11 +92,24 @@ def checkpoint_entries(cell):
         if name in taken:
             name = path
         if name in taken:
+            full_paths = full_paths or _attribute_paths(cell)
+            name = full_paths.get(id(param), name)
+        if name in taken:
             raise ValueError(f"two different parameters are both named {name!r}; give them "
                              "distinct names before saving or loading a checkpoint")
         taken.add(name)
         out.append((name, param))
     return out
+
+
+def _attribute_paths(cell, prefix="", found=None):
+    """id(parameter) -> its first attribute path from ``cell``, every cell's name included."""
+    found = {} if found is None else found
+    for name, param in cell._params.items():
+        found.setdefault(id(param), f"{prefix}{name}")
+    for name, child in cell._cells.items():
+        _attribute_paths(child, f"{prefix}{name}.", found)
+    return found
 
 
 def _checkpoint_path(ckpt_file_name):
