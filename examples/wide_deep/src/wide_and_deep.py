@@ -60,7 +60,7 @@ class DenseLayer(nn.Cell):
             raise ValueError(f"DenseLayer: act_str must be one of {sorted(_ACTIVATIONS)}, got {act_str!r}")
         self.act_func = _ACTIVATIONS[act_str.lower()]()
         self.matmul = ops.MatMul()
-        self.bias_add = ops.Add()          # MindSpore: ops.BiasAdd
+        self.bias_add = ops.BiasAdd()
         self.dropout = nn.Dropout(keep_prob=keep_prob)
         self.use_activation = use_activation
         self.drop_out = drop_out
@@ -155,8 +155,7 @@ class WideDeepModel(nn.Cell):
 class NetWithLossClass(nn.Cell):
     """``(wide_loss, deep_loss)`` of ``network`` on a batch ``(ids, values, labels)``.
 
-    ``wide_loss`` is the mean sigmoid cross-entropy (MindSpore's
-    ``ops.SigmoidCrossEntropyWithLogits`` is ``ops.BCEWithLogits`` without reduction here).
+    ``wide_loss`` is the mean sigmoid cross-entropy (``ops.SigmoidCrossEntropyWithLogits``).
     ``deep_loss`` adds ``l2_coef * sum(deep_table**2) / 2``, except with sparse (or host)
     tables, where MindSpore drops the L2 term: then ``deep_loss`` is ``wide_loss``.
     """
@@ -168,7 +167,7 @@ class NetWithLossClass(nn.Cell):
         self.no_l2loss = bool(config.sparse) or bool(config.host_device_mix)
         self.network = network
         self.l2_coef = config.l2_coef
-        self.loss = ops.BCEWithLogits(reduction="none")
+        self.loss = ops.SigmoidCrossEntropyWithLogits()
         self.square = ops.Square()
         self.reduceMean_false = ops.ReduceMean(keep_dims=False)
         self.reduceSum_false = ops.ReduceSum(keep_dims=False)
