@@ -404,3 +404,33 @@ def test_fewer_devices_keep_the_blocks_of_a_full_strategy():
     want = input_layout(add, 0, (64, 32))
     assert plan_cost(plan_redistribution(have, want), 4) == 0
     assert all(have.slice_for(r) == want.slice_for(r) for r in range(4))
+
+
+class ReduceScatterNet(nn.Cell):
+    """Seed 002's first MatMul with ``out_strategy ((8, 1),)``: a ReduceScatter instead of the
+    AllReduce, the output rows split over all 8 ranks."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = ms.Parameter(ms.Tensor(np.zeros((32, 16), np.float32)), "w")
+        self.matmul = ops.MatMul().shard(((2, 4), (4, 1)), out_strategy=((8, 1),))
+        self.relu = ops.ReLU()
+
+    def construct(self, x):
+        return self.relu(self.matmul(x, self.weight))
+
+
+def test_out_strategy_reduce_scatter_trains_like_one_process(tmp_path):
+    x, y = _seed_data(rows=2)
+    weights = _weights(ReduceScatterNet(), 12)
+    ms.set_auto_parallel_context(parallel_mode="stand_alone")
+    reference, _, _ = _train(ReduceScatterNet(), weights, np.tile(x, (8, 1)), np.tile(y, (8, 1)))
+    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel")
+    ms.set_context(save_graphs=True, save_graphs_path=str(tmp_path))
+    results = run_ranks(8, lambda comm: _train(ReduceScatterNet(), weights, x, y, group=comm,
+                                               sharded=True)[0])
+    for losses in results:
+        np.testing.assert_allclose(losses, reference, rtol=1e-5)
+    execute = (tmp_path / "rank_0" / "18_execute_0000.ir").read_text()
+    assert "ReduceScatter(" in execute and "forward_op_matmul" in execute
+    assert "AllReduce(%1)" not in execute
