@@ -126,7 +126,10 @@ class Cell:
         return list(self._cells.values())
 
     def parameters_and_names(self, name_prefix="", expand=True):
-        """Unique parameters with their attribute paths; auto-named parameters take the path."""
+        """Unique parameters with their attribute paths. An auto-named parameter takes the
+        longest path it has been seen under: enumerating a sub-cell after its parent keeps
+        ``inner.w`` (as MindSpore names it once the parent holds the cell), so names, and the
+        optimizer state named after them, do not depend on which cell listed them last."""
         seen = set()
         cells = self.cells_and_names(name_prefix=name_prefix) if expand else [(name_prefix, self)]
         for path, cell in cells:
@@ -135,7 +138,8 @@ class Cell:
                     continue
                 seen.add(id(param))
                 full = f"{path}.{name}" if path else name
-                if param._auto_name:
+                if param._auto_name and (param.name is None or param.name == full
+                                         or full.endswith("." + param.name)):
                     param.name = full
                 yield full, param
 
