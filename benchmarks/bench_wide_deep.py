@@ -324,7 +324,8 @@ def restart_under_allocator(args):
     the variables only at start-up. Returns only when nothing needs to change."""
     from minitorch_dist.run import MALLOC_VARIABLES
     env = dict(os.environ)
-    if args.system_malloc:
+    if args.system_malloc:      # and no mallopt when minitorch_dist is imported either
+        env["MINITORCH_DIST_SYSTEM_MALLOC"] = "1"
         for name in MALLOC_VARIABLES:
             env.pop(name, None)
     elif not any(name in env for name in MALLOC_VARIABLES):

@@ -73,20 +73,15 @@ def _wants_nccl(kind):
     """NCCL for ``init("nccl")`` or a real GPU target; a virtual GPU's arrays are host
     buffers, so there ``init("nccl")`` runs on the host communicator (scripts written for
     GPUs then run unchanged on a laptop)."""
-    from ..backend import get_device
+    from ..backend import get_device, virtual_gpu_enabled
     if kind == "nccl":
-        return not (_virtual_gpu_enabled() and get_device("GPU").virtual)
+        return not (virtual_gpu_enabled() and get_device("GPU").virtual)
     if kind is not None:
         return False
     from ..context import get_context
     if get_context("device_target") != "GPU":
         return False
     return not get_device("GPU").virtual
-
-
-def _virtual_gpu_enabled():
-    from ..backend import virtual_gpu_enabled
-    return virtual_gpu_enabled()
 
 
 def init(backend_name=None, unique_id=None, rank=None, world_size=None):

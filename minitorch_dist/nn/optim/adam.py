@@ -88,21 +88,10 @@ class Adam(Optimizer):
                 param *= 1.0 - lr * weight_decay
             weight_decay = 0.0
         g = effective_gradient(xp, param, grad, buf, tmp, weight_decay, self._inv_scale)
-        m *= b1
-        xp.multiply(g, 1.0 - b1, out=tmp)
-        m += tmp
-        v *= b2
-        xp.multiply(g, g, out=tmp)
-        tmp *= 1.0 - b2
-        v += tmp
+        accumulate_moments(xp, m, v, g, b1, b2, tmp)
         t = step + 1
         step_size = lr / (1.0 - b1 ** t)
-        numerator = m
-        if self.use_nesterov:
-            xp.multiply(g, 1.0 - b1, out=buf)    # g may be buf itself: fine elementwise
-            xp.multiply(m, b1, out=tmp)
-            buf += tmp
-            numerator = buf
+        numerator = nesterov_numerator(xp, m, g, b1, buf, tmp) if self.use_nesterov else m
         # m / (sqrt(v) / c + eps) == c * m / (sqrt(v) + eps * c): one pass fewer, same value
         c = math.sqrt(1.0 - b2 ** t)
         xp.sqrt(v, out=tmp)
@@ -144,6 +133,26 @@ class Adam(Optimizer):
                 f"eps={self.eps}{lazy}")
 
 
+def accumulate_moments(xp, m, v, g, beta1, beta2, tmp):
+    """``m = beta1*m + (1-beta1)*g`` and ``v = beta2*v + (1-beta2)*g*g`` in place, in the
+    operation order of the C++ kernels (``tmp``: scratch shaped like ``g``)."""
+    m *= beta1
+    xp.multiply(g, 1.0 - beta1, out=tmp)
+    m += tmp
+    v *= beta2
+    xp.multiply(g, g, out=tmp)
+    tmp *= 1.0 - beta2
+    v += tmp
+
+
+def nesterov_numerator(xp, m, g, beta1, buf, tmp):
+    """``(1-beta1)*g + beta1*m`` into ``buf`` (``g`` may be ``buf`` itself: elementwise)."""
+    xp.multiply(g, 1.0 - beta1, out=buf)
+    xp.multiply(m, beta1, out=tmp)
+    buf += tmp
+    return buf
+
+
 def fused_adam_update(xp, w, m, v, g, lr, beta1, beta2, eps, t, nesterov, buf, tmp):
     """MindSpore's fused Adam on arrays, in place (``t`` counts steps from 1)::
 
@@ -155,17 +164,9 @@ def fused_adam_update(xp, w, m, v, g, lr, beta1, beta2, eps, t, nesterov, buf, t
     bits. ``buf`` and ``tmp`` are scratch arrays shaped like ``w``; ``g`` may be ``buf``.
     """
     lr_t = lr * math.sqrt(1.0 - beta2 ** t) / (1.0 - beta1 ** t)
-    m *= beta1
-    xp.multiply(g, 1.0 - beta1, out=tmp)
-    m += tmp
-    v *= beta2
-    xp.multiply(g, g, out=tmp)
-    tmp *= 1.0 - beta2
-    v += tmp
+    accumulate_moments(xp, m, v, g, beta1, beta2, tmp)
     if nesterov:
-        xp.multiply(g, 1.0 - beta1, out=buf)
-        xp.multiply(m, beta1, out=tmp)
-        buf += tmp
+        nesterov_numerator(xp, m, g, beta1, buf, tmp)
         buf *= lr_t
         xp.sqrt(v, out=tmp)
         tmp += eps

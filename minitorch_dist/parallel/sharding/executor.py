@@ -59,8 +59,7 @@ class LocalRun:
         if known is not None:
             return known
         # a tensor made inside construct, not by a primitive: every rank holds all of it
-        return TensorLayout((self.program.world,), (-1,) * len(node.in_shapes[position]),
-                            node.in_shapes[position])
+        return TensorLayout.replicated(node.in_shapes[position], self.program.world)
 
     def primitive_hook(self, prim, inputs, attrs):
         if self.inside:                      # the communication this hook itself inserts

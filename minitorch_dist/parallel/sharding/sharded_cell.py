@@ -172,11 +172,11 @@ class ShardedCell(Cell):
             node_index, position = uses[0]
             layout = input_layout(plans[node_index], position, tuple(param.shape))
             index = layout.slice_for(rank)
-            param.data = _sliced(param, index)   # a new shape: set_data keeps shapes
+            param.data = param.data[index].copy()   # a new shape: set_data keeps shapes
             param.sharding_layout, param.sharding_rank = layout, rank
             for state in slots.get(id(param), ()):
                 if tuple(state.shape) == layout.shape:
-                    state.data = _sliced(state, index)
+                    state.data = state.data[index].copy()
                     state.sharding_layout, state.sharding_rank = layout, rank
 
     # ---- a step -----------------------------------------------------------------------
@@ -204,9 +204,8 @@ class ShardedCell(Cell):
         """An output, gathered to full size on every rank, its gradient shared by them."""
         have = run.layouts.get(id(tensor))
         if have is not None and not have.is_replicated():
-            whole = TensorLayout((program.world,), (-1,) * len(have.shape), have.shape)
-            with _raw_primitives():
-                tensor = redistribute(tensor, have, whole, program.rank, program.group)
+            whole = TensorLayout.replicated(have.shape, program.world)
+            tensor = redistribute(tensor, have, whole, program.rank, program.group)
         return _ReplicaShare(program.world)(tensor) if tensor.requires_grad else tensor
 
 
@@ -225,10 +224,6 @@ class _ReplicaShare(Primitive):
 
 def _np_dtype(tensor):
     return np.dtype(tensor.data.dtype)
-
-
-def _sliced(tensor, index):
-    return tensor.data[index].copy()
 
 
 def _optimizer_slots(optimizer):
@@ -265,21 +260,9 @@ class _full_size_parameters:
     def __enter__(self):
         self.saved = [p.data for p in self.params]
         for p in self.params:
-            p.data = np.zeros(p.sharding_layout.shape, p.data.dtype)
+            p.data = p.device.xp.zeros(p.sharding_layout.shape, p.data.dtype)
 
     def __exit__(self, *exc):
         for p, data in zip(self.params, self.saved):
             p.data = data
         return False
-
-
-class _raw_primitives:
-    def __enter__(self):
-        from ...ops.primitive import set_primitive_hook
-        self._set = set_primitive_hook
-        self.old = set_primitive_hook(None)
-
-    def __exit__(self, *exc):
-        self._set(self.old)
-        return False
-
