@@ -82,9 +82,8 @@ class _Chooser:
         return cost
 
     def neighbour_splits(self, node):
-        """The split counts the decided neighbours already give the tensors ``node`` shares
-        with them: a producer's own first input strategy (its "shape of work"), a consumer's
-        strategy for the edge."""
+        """Per input position fed by a decided producer: that producer's own first input
+        strategy (its "shape of work"), which a tie keeps."""
         splits = {}
         for i in node.tensor_positions():
             src = node.inputs[i]
