@@ -148,7 +148,11 @@ def test_alltoall_matches_numpy(size):
         assert not any(np.shares_memory(got, x) for x in inputs)
 
 
-def test_alltoall_rejects_mismatched_shapes_across_ranks():
+def test_alltoall_rejects_mismatched_shapes_across_ranks(monkeypatch):
+    with pytest.raises(ValueError, match=r"collective mismatch.*alltoall #1 \(float64, shape "
+                                         r"\(2, 1\)\) but rank 1 calls alltoall #1"):
+        run_ranks(2, lambda comm: comm.alltoall(np.zeros((2 + 2 * comm.rank, 1))), timeout=5)
+    monkeypatch.setenv("MINITORCH_DIST_DEBUG", "off")     # the backend's own check remains
     with pytest.raises(ValueError, match="alltoall needs the same shape"):
         run_ranks(2, lambda comm: comm.alltoall(np.zeros((2 + 2 * comm.rank, 1))), timeout=5)
 

@@ -6,9 +6,20 @@ puts on the wire, so ``comm_stats()`` reports what a feature really sent (fp16 h
 top-K sends a small fraction). Implementations only write the ``_``-prefixed methods:
 ``MPICommunicator`` (mpi4py), ``NCCLCommunicator`` (CuPy NCCL) and ``LocalCommunicator``
 (threads in one process, for unit tests).
+
+Before the first collective of each kind (every one under ``MINITORCH_DIST_DEBUG=detail``)
+the ranks exchange a small signature and raise ``CollectiveMismatchError`` if they disagree
+(see ``desync``). Each collective also records that this rank is waiting in it, so that
+``watchdog`` can end the job when a peer has left instead of letting it hang.
 """
 import abc
+import time
 from collections import defaultdict
+
+import numpy as np
+
+from . import desync
+from .reduction import check_out
 
 REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
 
@@ -54,6 +65,48 @@ class Communicator(abc.ABC):
     def __init__(self):
         self._calls = defaultdict(int)
         self._bytes = defaultdict(int)
+        self._call_seq = 0                  # collectives called on this communicator
+        self._checked_kinds = set()         # kinds whose signature was exchanged
+        self._debug_level = desync.debug_level()
+        self._pending = None                # (op, seq, start time) while in a collective
+
+    # ---- desync checks and progress --------------------------------------------------
+    def _gather_signatures(self, vector):
+        """Allgather a small int64 host vector (a collective signature) as a host array;
+        over the host ``bootstrap`` communicator where there is one (NCCL-like backends)."""
+        host = getattr(self, "bootstrap", None)
+        return np.asarray((host or self)._allgather(vector))
+
+    def _allgatherv_host(self, array):
+        """Allgatherv of a 1-D host array, as host arrays (used by parameter-list checks)."""
+        host = getattr(self, "bootstrap", None)
+        data, counts = (host or self)._allgatherv(array)
+        return np.asarray(data), list(counts)
+
+    def _enter(self, op, array=None, extra=None):
+        """Number this collective, check its signature against the other ranks' and mark
+        this rank as waiting in it (for the early-exit watchdog)."""
+        self._call_seq = getattr(self, "_call_seq", 0) + 1
+        if not hasattr(self, "_checked_kinds"):
+            self._checked_kinds, self._debug_level = set(), desync.debug_level()
+        self._pending = (op, self._call_seq, time.monotonic())
+        try:
+            desync.check_collective(self, op, array, extra)
+        except BaseException:
+            self._pending = None
+            raise
+
+    def _leave(self):
+        self._pending = None
+
+    def check_same_parameters(self, what, entries):
+        """Raise ``CollectiveMismatchError`` on every rank unless all ranks pass the same
+        ``entries`` (strings such as "name shape dtype"); see ``desync.check_same_list``."""
+        self._pending = ("params", getattr(self, "_call_seq", 0), time.monotonic())
+        try:
+            desync.check_same_list(self, what, list(entries))
+        finally:
+            self._pending = None
 
     # ---- statistics -------------------------------------------------------------------
     def _count(self, op, nbytes):
@@ -75,21 +128,46 @@ class Communicator(abc.ABC):
         """Elementwise reduction over ranks; ``out`` may be ``array`` itself (in place)."""
         _check_array("allreduce", array)
         _check_op(op)
+        check_out("allreduce", array, out)      # local errors before any exchange
         self._count("allreduce", array.nbytes)
-        return self._allreduce(array, op, out)
+        self._enter("allreduce", array, op)
+        try:
+            return self._allreduce(array, op, out)
+        finally:
+            self._leave()
 
     def iallreduce(self, array, op="sum", out=None):
         """Nonblocking allreduce; returns a ``Request`` whose ``wait()`` gives the result."""
         _check_array("iallreduce", array)
         _check_op(op)
+        check_out("iallreduce", array, out)
         self._count("allreduce", array.nbytes)
-        return self._iallreduce(array, op, out)
+        self._enter("iallreduce", array, op)
+        try:
+            request = self._iallreduce(array, op, out)
+        finally:
+            self._leave()
+        seq = self._call_seq
+        finish = request._wait_fn
+
+        def tracked():
+            self._pending = ("iallreduce", seq, time.monotonic())
+            try:
+                return finish()
+            finally:
+                self._leave()
+        request._wait_fn = tracked
+        return request
 
     def allgather(self, array):
         """Every rank's equally shaped ``array``, stacked: shape ``(size, *array.shape)``."""
         _check_array("allgather", array)
         self._count("allgather", array.nbytes)
-        return self._allgather(array)
+        self._enter("allgather", array)
+        try:
+            return self._allgather(array)
+        finally:
+            self._leave()
 
     def allgatherv(self, array):
         """1-D arrays of different lengths, concatenated in rank order; returns (data, counts)."""
@@ -97,14 +175,22 @@ class Communicator(abc.ABC):
         if array.ndim != 1:
             raise ValueError(f"allgatherv expects a 1-D array, got shape {array.shape}")
         self._count("allgatherv", array.nbytes)
-        return self._allgatherv(array)
+        self._enter("allgatherv", array)
+        try:
+            return self._allgatherv(array)
+        finally:
+            self._leave()
 
     def broadcast(self, array, root=0):
         """Root's ``array`` copied into every rank's ``array`` (in place); returns it."""
         _check_array("broadcast", array)
         _check_rank(root, self.size, "root")
         self._count("broadcast", array.nbytes if self.rank == root else 0)
-        return self._broadcast(array, root)
+        self._enter("broadcast", array, root)
+        try:
+            return self._broadcast(array, root)
+        finally:
+            self._leave()
 
     def reduce_scatter(self, array, op="sum"):
         """Reduce over ranks, then rank ``r`` keeps chunk ``r`` of axis 0 (divisible by size)."""
@@ -114,7 +200,11 @@ class Communicator(abc.ABC):
             raise ValueError(f"reduce_scatter needs axis 0 ({array.shape[0]}) divisible by the "
                              f"group size {self.size}")
         self._count("reduce_scatter", array.nbytes // self.size * (self.size - 1))
-        return self._reduce_scatter(array, op)
+        self._enter("reduce_scatter", array, op)
+        try:
+            return self._reduce_scatter(array, op)
+        finally:
+            self._leave()
 
     def alltoall(self, array):
         """Personalized exchange: axis 0 (divisible by size) is cut into ``size`` equal chunks,
@@ -127,7 +217,11 @@ class Communicator(abc.ABC):
             raise ValueError(f"alltoall needs axis 0 ({first}) divisible by the group size "
                              f"{self.size}")
         self._count("alltoall", array.nbytes // self.size * (self.size - 1))
-        return self._alltoall(array)
+        self._enter("alltoall", array)
+        try:
+            return self._alltoall(array)
+        finally:
+            self._leave()
 
     def send(self, array, dest, tag=0):
         _check_array("send", array)
@@ -156,7 +250,11 @@ class Communicator(abc.ABC):
 
     def barrier(self):
         self._count("barrier", 0)
-        self._barrier()
+        self._enter("barrier")
+        try:
+            self._barrier()
+        finally:
+            self._leave()
 
     # ---- to implement -----------------------------------------------------------------
     @abc.abstractmethod

@@ -220,6 +220,22 @@ class NCCLCommunicator(Communicator):
         self._allreduce(token, "sum", token)
         self.stream.synchronize()
 
+    # ---- desync checks (host vectors) ----------------------------------------------------
+    def _gather_signatures(self, vector):
+        """Signatures over the bootstrap host communicator, else through the GPU."""
+        if self.bootstrap is not None:
+            return np.asarray(self.bootstrap._allgather(vector))
+        return self._cupy.asnumpy(self._allgather(self._cupy.asarray(vector)))
+
+    def _allgatherv_host(self, array):
+        """Allgatherv of a host array over the bootstrap communicator, else the GPU."""
+        if self.bootstrap is not None:
+            data, counts = self.bootstrap._allgatherv(array)
+        else:
+            data, counts = self._allgatherv(self._cupy.asarray(array))
+        return self._cupy.asnumpy(data) if not isinstance(data, np.ndarray) else data, \
+            list(counts)
+
     # ---- groups and teardown --------------------------------------------------------
     def split(self, ranks, name=None):
         """A sub-communicator over ``ranks``; needs the host bootstrap communicator."""
