@@ -11,6 +11,7 @@ _context = {
     "save_graphs": False,
     "save_graphs_path": ".",
     "log_level": None,
+    "num_threads": None,
 }
 _LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARNING": logging.WARNING,
            "ERROR": logging.ERROR}
@@ -26,7 +27,9 @@ def set_context(**kwargs):
     ``log_level`` ("DEBUG", "INFO", "WARNING", "ERROR", or None to leave logging alone) sets
     the level of the ``"minitorch_dist"`` logger and prints its records on stderr; at "INFO"
     a primitive placed off ``device_target`` says so on its first call, as MindSpore does with
-    ``GLOG_v=1`` (which sets "INFO" here too).
+    ``GLOG_v=1`` (which sets "INFO" here too). ``num_threads`` (a positive int, or None for
+    the default policy: one per physical core, one per rank under a launcher) is how many
+    threads the BLAS and the C++ host kernels use (``backend/threads.py``).
 
     >>> import minitorch_dist as ms
     >>> ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
@@ -41,6 +44,9 @@ def set_context(**kwargs):
             get_device(value)  # validates, and fails now if "GPU" is not available
         if key == "log_level":
             kwargs[key] = _check_level(value)
+        if key == "num_threads":
+            from .backend import threads
+            threads.set_num_threads(value)    # validates and applies
     _context.update(kwargs)
     if "log_level" in kwargs:
         _apply_log_level(kwargs["log_level"])

@@ -13,7 +13,11 @@ The unfolding is a strided-view copy written against ``xp`` (so it runs on CuPy 
 or the C++ kernel of ``minitorch_dist.kernels`` where that is faster; the folding back
 (col2im, for the input gradient) is the C++ kernel on the host and an ``xp`` loop elsewhere.
 Patch matrices come from the device's buffer pool and go back to it with the context.
+
+float16 on the host computes in float32 (patches, products and col2im's sums) and rounds
+the output and each gradient once to float16 (``backend/half.py``).
 """
+from ..backend import half, threads
 from .primitive import Primitive
 
 __all__ = ["Conv2D", "conv2d"]
@@ -264,6 +268,10 @@ class Conv2D(Primitive):
         xp = ctx.xp
         dtype = xp.result_type(x, weight)
         x, weight = x.astype(dtype, copy=False), weight.astype(dtype, copy=False)
+        ctx.half = half.is_host_half(xp, x, weight)
+        if ctx.half:    # float32 compute and accumulation, one rounding of the output
+            x, weight = half.widen(x), half.widen(weight)
+            dtype = weight.dtype
         geo = _Geometry(x.shape[2], x.shape[3], weight.shape[2:], self.stride, self.dilation,
                         self.pad_mode, self.pads)
         if geo.oh < 1 or geo.ow < 1:
@@ -275,6 +283,17 @@ class Conv2D(Primitive):
         ctx.scratch = _PooledBuffer(pool, buf)
         w2d = _weight_matrix(weight, order)
         n, out_ch, plane = x.shape[0], weight.shape[0], geo.oh * geo.ow
+        ctx.flops = n * plane * w2d.shape[0] * w2d.shape[1]    # multiply-adds of each product
+        with threads.product_threads(ctx.flops):
+            out = self._forward_products(xp, ctx, cols, order, w2d, bias, n, out_ch, plane, geo)
+        ctx.save_for_backward(cols, weight)
+        ctx.order, ctx.geo, ctx.x_shape = order, geo, x.shape
+        ctx.has_bias = bias is not None
+        return out
+
+    def _forward_products(self, xp, ctx, cols, order, w2d, bias, n, out_ch, plane, geo):
+        """The output from the patches: per image for "taps", one product otherwise."""
+        dtype = w2d.dtype
         if order == "taps":
             # one (OC, K) @ (K, OH*OW) product per image lands in NCHW order; a single
             # whole-batch product this skinny is what BLAS threads worst
@@ -284,6 +303,8 @@ class Conv2D(Primitive):
                 xp.matmul(w2d[o_rows], patches[:, k_rows], out=out[:, o_rows])
             if bias is not None:
                 out += bias.astype(dtype, copy=False)[:, None]
+            if ctx.half:
+                out = half.narrow(out)
             out = out.reshape(n, out_ch, geo.oh, geo.ow)
         else:
             out = xp.empty((cols.shape[0], out_ch), dtype)
@@ -291,10 +312,9 @@ class Conv2D(Primitive):
                 xp.matmul(cols[:, k_cols], w2d[o_rows].T, out=out[:, o_rows])
             if bias is not None:
                 out += bias.astype(dtype, copy=False)
+            if ctx.half:
+                out = half.narrow(out)
             out = out.reshape(n, geo.oh, geo.ow, out_ch).transpose(0, 3, 1, 2)
-        ctx.save_for_backward(cols, weight)
-        ctx.order, ctx.geo, ctx.x_shape = order, geo, x.shape
-        ctx.has_bias = bias is not None
         return out
 
     def _blocks(self, w2d):
@@ -305,8 +325,15 @@ class Conv2D(Primitive):
                    slice(g * out_per_group, (g + 1) * out_per_group))
 
     def backward(self, ctx, grad):
+        with threads.product_threads(ctx.flops):
+            return self._backward(ctx, grad)
+
+    def _backward(self, ctx, grad):
+        """Input, weight and bias gradients (see ``backward``)."""
         cols, weight = ctx.saved
         xp = ctx.xp
+        if ctx.half:
+            grad = half.widen(grad)     # astype keeps a channels-last gradient channels-last
         out_ch = weight.shape[0]
         want_w = ctx.needs_input_grad[1]
         want_b = ctx.has_bias and ctx.needs_input_grad[2]
@@ -328,6 +355,8 @@ class Conv2D(Primitive):
                 xp.matmul(g2d[:, o_rows], w2d[o_rows], out=dcols[:, k_cols])
             gx = _col2im(xp, dcols, ctx.x_shape, ctx.geo)
             pool.release(dcols)   # scratch: col2im has summed it into gx
+        if ctx.half:    # each gradient rounded once to float16
+            gx, gw, gb = (None if a is None else half.narrow(a) for a in (gx, gw, gb))
         return (gx, gw, gb) if ctx.has_bias else (gx, gw)
 
     def _param_grads_batched(self, xp, cols, g2d, weight, order, want_w, want_b):

@@ -1,4 +1,10 @@
-"""Matrix products: MatMul (2-D, MindSpore's transpose flags) and BatchMatMul (batched)."""
+"""Matrix products: MatMul (2-D, MindSpore's transpose flags) and BatchMatMul (batched).
+
+float16 operands on the host are multiplied with float32 accumulation and the product is
+rounded once to float16, as CPU frameworks do (``backend/half.py``); forward and both
+backward products alike.
+"""
+from ..backend import half, threads
 from .primitive import Primitive
 
 __all__ = ["MatMul", "BatchMatMul", "matmul", "batch_matmul"]
@@ -6,6 +12,14 @@ __all__ = ["MatMul", "BatchMatMul", "matmul", "batch_matmul"]
 
 def _t(xp, a, flag):
     return xp.swapaxes(a, -1, -2) if flag else a
+
+
+def _mm(xp, a, b):
+    """``xp.matmul(a, b)`` on the threads that pay for its size (``backend/threads.py``)."""
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = max(a.size // max(m * k, 1), b.size // max(k * n, 1), 1)
+    with threads.product_threads(batch * m * k * n):
+        return xp.matmul(a, b)
 
 
 class BatchMatMul(Primitive):
@@ -43,20 +57,29 @@ class BatchMatMul(Primitive):
 
     def forward(self, ctx, a, b):
         self._check(a, b)
-        ctx.save_for_backward(a, b)
         xp = ctx.xp
-        return xp.matmul(_t(xp, a, self.transpose_a), _t(xp, b, self.transpose_b))
+        ctx.half = half.is_host_half(xp, a, b)
+        if ctx.half:    # float32 copies serve the forward and both backward products
+            a, b = half.widen(a), half.widen(b)
+        ctx.save_for_backward(a, b)
+        out = _mm(xp, _t(xp, a, self.transpose_a), _t(xp, b, self.transpose_b))
+        return half.narrow(out) if ctx.half else out
 
     def backward(self, ctx, g):
         # C = A'B' with A' = op(A), B' = op(B): dA' = G B'^T, dB' = A'^T G, transposed back if op did.
         a, b = ctx.saved
         xp = ctx.xp
         ta, tb = self.transpose_a, self.transpose_b
+        if ctx.half:
+            g = half.widen(g)
         ga = gb = None
         if ctx.needs_input_grad[0]:
-            ga = xp.matmul(_t(xp, b, tb), xp.swapaxes(g, -1, -2)) if ta else xp.matmul(g, _t(xp, b, not tb))
+            ga = _mm(xp, _t(xp, b, tb), xp.swapaxes(g, -1, -2)) if ta else _mm(xp, g, _t(xp, b, not tb))
         if ctx.needs_input_grad[1]:
-            gb = xp.matmul(xp.swapaxes(g, -1, -2), _t(xp, a, ta)) if tb else xp.matmul(_t(xp, a, not ta), g)
+            gb = _mm(xp, xp.swapaxes(g, -1, -2), _t(xp, a, ta)) if tb else _mm(xp, _t(xp, a, not ta), g)
+        if ctx.half:    # each gradient rounded once to the inputs' float16
+            ga = None if ga is None else half.narrow(ga)
+            gb = None if gb is None else half.narrow(gb)
         return ga, gb
 
 
@@ -107,4 +130,5 @@ def matmul(a, b, transpose_a=False, transpose_b=False):
 
 
 def batch_matmul(a, b, transpose_a=False, transpose_b=False):
+    """Batched ``op(a) @ op(b)`` over the last two axes (a shared :class:`BatchMatMul`)."""
     return _cached(BatchMatMul, transpose_a, transpose_b)(a, b)

@@ -10,8 +10,11 @@ NumPy. In that case backward writes each tap once into an uninitialised buffer i
 accumulating into zeros.
 
 Max pooling sends each window's gradient to the FIRST maximum in row-major window order, as
-PyTorch does; ties (common after a ReLU) do not split the gradient.
+PyTorch does; ties (common after a ReLU) do not split the gradient. float16 max pooling on
+the host runs these loops on a float32 copy (NumPy's float16 loops convert element by
+element); a max and a routed gradient are exact, so the float16 results are the same.
 """
+from ..backend import half
 from .conv import _pair, _same_pads
 from .primitive import Primitive
 
@@ -127,6 +130,9 @@ class MaxPool(_Pool2D):
     def forward(self, ctx, x):
         geo = self._geometry(x)
         xp = ctx.xp
+        ctx.half = half.is_host_half(xp, x)
+        if ctx.half:    # float32 loops (a max is exact, so the result is the same)
+            x = half.widen(x)
         if geo.padded:
             x = self._pad(xp, x, geo, -xp.inf)
         taps = [x[index] for _, index in geo.taps()]
@@ -135,9 +141,16 @@ class MaxPool(_Pool2D):
             xp.maximum(out, tap, out=out)
         ctx.save_for_backward(x, out)
         ctx.geo = geo
-        return out
+        return half.narrow(out) if ctx.half else out
 
     def backward(self, ctx, grad):
+        if ctx.half:
+            dx = self._backward(ctx, half.widen(grad))
+            return (half.narrow(dx),)     # exact: each value is one gradient or zero
+        return (self._backward(ctx, grad),)
+
+    def _backward(self, ctx, grad):
+        """The input gradient: each window's gradient at its first maximum."""
         x, out = ctx.saved
         geo = ctx.geo
         xp = ctx.xp
@@ -161,7 +174,7 @@ class MaxPool(_Pool2D):
                 xp.multiply(grad, hit, out=dx[index])
             else:
                 dx[index] += grad * hit
-        return (geo.unpad(dx) if geo.padded else dx,)
+        return geo.unpad(dx) if geo.padded else dx
 
 
 class AvgPool(_Pool2D):

@@ -1,0 +1,97 @@
+"""float16 compute on the host: widen to float32, compute, round once to float16.
+
+NumPy has no float16 BLAS: ``np.matmul`` on float16 arrays runs a plain loop about 150x
+slower than float32's ``sgemm``, and its float16 ufunc loops convert every element on its
+own. CPU frameworks (PyTorch, oneDNN, XLA) compute a float16 product with float32
+accumulation and round the result once to float16. The host primitives do the same through
+:func:`widen` and :func:`narrow`: the float16 operands are converted to float32, the
+float32 kernel runs, and the result is rounded to float16 (round to nearest even, NumPy's
+``astype``). Results therefore equal a float32-accumulated reference rounded to float16,
+bit for bit (:func:`reference_matmul`).
+
+The conversions use the F16C instructions of the C++ kernels (``kernels.fp16_pack`` /
+``fp16_unpack``, bit-identical to ``astype``) when the array is contiguous, else ``astype``.
+Only the host (NumPy) takes this path: CuPy's float16 products already run on the GPU's
+float16 units with float32 accumulation.
+"""
+import numpy as np
+
+__all__ = ["is_host_half", "widen", "narrow", "reference_matmul"]
+
+_F16 = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
+_MIN_KERNEL_SIZE = 4096          # below this, astype's fixed cost is lower than the wrapper's
+
+
+def _kernels():
+    global _KERNELS
+    if _KERNELS is False:
+        try:
+            from .. import kernels
+            _KERNELS = kernels if kernels.HAVE_CPP else None
+        except ImportError:
+            _KERNELS = None
+    return _KERNELS
+
+
+_KERNELS = False
+
+
+def is_host_half(xp, *arrays):
+    """True when every array is float16 and ``xp`` is NumPy (the widen-compute-narrow case).
+
+    >>> import numpy as np
+    >>> is_host_half(np, np.zeros(2, np.float16), np.zeros(2, np.float16))
+    True
+    >>> is_host_half(np, np.zeros(2, np.float16), np.zeros(2, np.float32))
+    False
+    """
+    return xp is np and all(a.dtype == _F16 for a in arrays)
+
+
+def _dense_order(a):
+    """Axis order that makes ``a`` C-contiguous (e.g. (0, 2, 3, 1) for a channels-last NCHW
+    view), or None when its elements do not fill one block of memory."""
+    if a.flags.c_contiguous:
+        return tuple(range(a.ndim))
+    order = tuple(sorted(range(a.ndim), key=lambda axis: -abs(a.strides[axis])))
+    return order if a.transpose(order).flags.c_contiguous else None
+
+
+def _convert(a, kernel, dtype):
+    """``a`` converted by ``kernel`` in its own memory order, or by ``astype`` (same bits)."""
+    order = _dense_order(a) if kernel is not None and a.size >= _MIN_KERNEL_SIZE else None
+    if order is None:
+        return a.astype(dtype)
+    out = kernel(a.transpose(order))
+    return out.transpose(sorted(range(a.ndim), key=order.__getitem__))
+
+
+def widen(a):
+    """``a`` (float16) as float32, in ``a``'s memory layout: exact, a change of representation.
+
+    >>> widen(np.array([1.5, -2.0], np.float16)).tolist()
+    [1.5, -2.0]
+    """
+    kernels = _kernels()
+    return _convert(a, kernels and kernels.fp16_unpack, _F32)
+
+
+def narrow(a):
+    """``a`` (float32) rounded once to float16 (nearest even, as ``astype``); keeps its layout.
+
+    >>> narrow(np.array([1.0 + 2.0 ** -11, 70000.0], np.float32)).tolist()
+    [1.0, inf]
+    """
+    kernels = _kernels()
+    return _convert(a, kernels and a.dtype == _F32 and kernels.fp16_pack or None, _F16)
+
+
+def reference_matmul(a, b):
+    """The float16 product's reference: float32 accumulation (NumPy), rounded once.
+
+    >>> a = np.full((1, 4096), 1.0, np.float16); b = np.full((4096, 1), 1.0, np.float16)
+    >>> float(reference_matmul(a, b)[0, 0])      # float16 accumulation would stop at 2048
+    4096.0
+    """
+    return np.matmul(np.asarray(a, np.float32), np.asarray(b, np.float32)).astype(np.float16)

@@ -1,0 +1,210 @@
+"""float16 compute on the host: float32 accumulation, one rounding to float16 (issue 18, item 1).
+
+Every product (MatMul, BatchMatMul, Conv2D, Dense; forward and both backward products) must
+equal its float32-accumulated reference rounded once to float16, bit for bit, and agree with
+PyTorch's CPU float16 within float16 rounding. Elementwise float16 work (ReLU, max pooling)
+stays float16 and matches NumPy's float16 results.
+"""
+import numpy as np
+import pytest
+
+import minitorch_dist as ms
+from minitorch_dist import nn, ops
+from minitorch_dist.backend import half
+
+F16 = np.float16
+
+
+def _bits_equal(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == np.float16 and b.dtype == np.float16, (a.dtype, b.dtype)
+    assert a.shape == b.shape
+    np.testing.assert_array_equal(a.view(np.uint16), b.view(np.uint16))
+
+
+def _ref(a, b):
+    """float32 accumulation of float16 operands, rounded once."""
+    return half.reference_matmul(a, b)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(7)
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (False, True), (True, False), (True, True)])
+def test_matmul_forward_and_backward_equal_reference_bits(rng, ta, tb):
+    m, k, n = 37, 300, 29
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(F16)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(F16)
+    g = rng.standard_normal((m, n)).astype(F16)
+    ta_, tb_ = ms.Tensor(a, requires_grad=True), ms.Tensor(b, requires_grad=True)
+    out = ops.MatMul(transpose_a=ta, transpose_b=tb)(ta_, tb_)
+    out.backward(ms.Tensor(g))
+    A, B = (a.T if ta else a), (b.T if tb else b)
+    _bits_equal(out.asnumpy(), _ref(A, B))
+    ga, gb = _ref(g, B.T), _ref(A.T, g)          # dA' = G B'^T, dB' = A'^T G
+    _bits_equal(ta_.grad.asnumpy(), ga.T if ta else ga)
+    _bits_equal(tb_.grad.asnumpy(), gb.T if tb else gb)
+
+
+def test_float32_accumulation_not_float16(rng):
+    # 4096 ones: a float16 accumulator stalls at 2048, float32 reaches 4096 exactly
+    a = ms.Tensor(np.ones((2, 4096), F16))
+    b = ms.Tensor(np.ones((4096, 3), F16))
+    out = ops.MatMul()(a, b)
+    assert out.dtype == ms.float16
+    assert np.all(out.asnumpy() == 4096)
+
+
+def test_result_rounds_once(rng):
+    # a sum whose float32 value lies just above a float16 halfway point: rounding once
+    # gives the upper neighbour; rounding partial sums to float16 would not
+    a = np.array([[1.0, 2.0 ** -11, 2.0 ** -20]], F16)
+    b = np.ones((3, 1), F16)
+    out = ops.MatMul()(ms.Tensor(a), ms.Tensor(b)).asnumpy()
+    assert out[0, 0] == F16(1.0 + 2.0 ** -10)
+    assert np.float32(a.astype(np.float32).sum()).astype(F16) == out[0, 0]
+
+
+def test_batch_matmul_bits(rng):
+    a = rng.standard_normal((3, 5, 40)).astype(F16)
+    b = rng.standard_normal((3, 40, 6)).astype(F16)
+    g = rng.standard_normal((3, 5, 6)).astype(F16)
+    ta_, tb_ = ms.Tensor(a, requires_grad=True), ms.Tensor(b, requires_grad=True)
+    out = ops.BatchMatMul()(ta_, tb_)
+    out.backward(ms.Tensor(g))
+    _bits_equal(out.asnumpy(), _ref(a, b))
+    _bits_equal(ta_.grad.asnumpy(), _ref(g, b.transpose(0, 2, 1)))
+    _bits_equal(tb_.grad.asnumpy(), _ref(a.transpose(0, 2, 1), g))
+
+
+def test_mixed_dtypes_take_the_float32_path(rng):
+    a = ms.Tensor(rng.standard_normal((4, 8)).astype(F16))
+    b = ms.Tensor(rng.standard_normal((8, 3)).astype(np.float32))
+    assert ops.MatMul()(a, b).dtype == ms.float32
+
+
+def test_dense_float16_matches_reference(rng):
+    fc = nn.Dense(64, 16, dtype=ms.float16)
+    x = rng.standard_normal((10, 64)).astype(F16)
+    w = fc.weight.asnumpy()
+    bias = fc.bias.asnumpy()
+    out = fc(ms.Tensor(x)).asnumpy()
+    assert out.dtype == np.float16
+    # the product is rounded once, then the float16 bias add rounds once more
+    expected = (_ref(x, w.T).astype(np.float32) + bias.astype(np.float32)).astype(F16)
+    _bits_equal(out, expected)
+
+
+def _conv_reference(x, w, bias, stride, pad):
+    """float32 convolution by explicit patches and one float32 product, rounded once."""
+    x32 = np.pad(x.astype(np.float32), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    n, c, h, wd = x32.shape
+    oc, _, kh, kw = w.shape
+    oh, ow = (h - kh) // stride + 1, (wd - kw) // stride + 1
+    cols = np.empty((n, oh, ow, c, kh, kw), np.float32)
+    for i in range(oh):
+        for j in range(ow):
+            cols[:, i, j] = x32[:, :, i * stride:i * stride + kh, j * stride:j * stride + kw]
+    out = cols.reshape(n * oh * ow, -1) @ w.astype(np.float32).reshape(oc, -1).T
+    if bias is not None:
+        out += bias.astype(np.float32)
+    return out.reshape(n, oh, ow, oc).transpose(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("channels,stride,pad", [(1, 1, 0), (16, 1, 1), (8, 2, 1)])
+def test_conv2d_float16_close_to_float32_reference_and_torch(rng, channels, stride, pad):
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal((2, channels, 9, 9)).astype(F16)
+    w = (rng.standard_normal((6, channels, 3, 3)) * 0.3).astype(F16)
+    b = rng.standard_normal(6).astype(F16)
+    g = rng.standard_normal((2, 6) + ((9 + 2 * pad - 3) // stride + 1,) * 2).astype(F16)
+    xt, wt, bt = (ms.Tensor(v, requires_grad=True) for v in (x, w, b))
+    out = ops.conv2d(xt, wt, bt, stride=stride, padding=pad)
+    out.backward(ms.Tensor(g))
+    assert out.dtype == ms.float16 and xt.grad.dtype == ms.float16 and wt.grad.dtype == ms.float16
+    ref = _conv_reference(x, w, b, stride, pad)
+    # one rounding of a float32 result: at most half an ulp of float16 away from it
+    # (the float32 summation order differs from the reference's, hence not bit-equal)
+    np.testing.assert_allclose(out.asnumpy().astype(np.float32), ref, rtol=2 ** -10, atol=1e-3)
+    tx, tw, tb = (torch.tensor(v.astype(np.float32), requires_grad=True) for v in (x, w, b))
+    to = torch.nn.functional.conv2d(tx, tw, tb, stride=stride, padding=pad)
+    to.backward(torch.tensor(g.astype(np.float32)))
+    for mine, theirs in ((out, to), (xt.grad, tx.grad), (wt.grad, tw.grad), (bt.grad, tb.grad)):
+        theirs = theirs.detach().numpy()
+        np.testing.assert_allclose(mine.asnumpy().astype(np.float32), theirs,
+                                   rtol=2 ** -10, atol=2e-3 * np.abs(theirs).max())
+
+
+def test_conv2d_float16_equals_float32_path_rounded(rng):
+    # the float16 path runs the float32 kernels on widened inputs: same bits as running
+    # the float32 primitive on the widened inputs and rounding each result once
+    x = rng.standard_normal((4, 12, 10, 10)).astype(F16)
+    w = (rng.standard_normal((8, 12, 3, 3)) * 0.2).astype(F16)
+    g = rng.standard_normal((4, 8, 10, 10)).astype(F16)
+    results = []
+    for dtype in (F16, np.float32):
+        xt = ms.Tensor(x.astype(dtype), requires_grad=True)
+        wt = ms.Tensor(w.astype(dtype), requires_grad=True)
+        out = ops.conv2d(xt, wt, padding=1)
+        out.backward(ms.Tensor(g.astype(dtype)))
+        results.append([out.asnumpy(), xt.grad.asnumpy(), wt.grad.asnumpy()])
+    for r16, r32 in zip(*results):
+        _bits_equal(r16, r32.astype(F16))
+
+
+def test_relu_and_maxpool_float16_match_numpy(rng):
+    x = rng.standard_normal((2, 3, 8, 8)).astype(F16)
+    x[0, 0, 0, :3] = [0.0, -0.0, F16(-6e-8)]
+    g = rng.standard_normal((2, 3, 4, 4)).astype(F16)
+    xt = ms.Tensor(x, requires_grad=True)
+    y = ops.ReLU()(xt)
+    p = ops.MaxPool(kernel_size=2, strides=2)(y)
+    p.backward(ms.Tensor(g))
+    relu = np.maximum(x, F16(0))
+    np.testing.assert_array_equal(y.asnumpy(), relu)
+    assert y.dtype == ms.float16 and p.dtype == ms.float16 and xt.grad.dtype == ms.float16
+    pooled = relu.reshape(2, 3, 4, 2, 4, 2).max(axis=(3, 5))
+    np.testing.assert_array_equal(p.asnumpy(), pooled)
+    # the float32 path on the same values gives the same gradient values
+    xt32 = ms.Tensor(x.astype(np.float32), requires_grad=True)
+    p32 = ops.MaxPool(kernel_size=2, strides=2)(ops.ReLU()(xt32))
+    p32.backward(ms.Tensor(g.astype(np.float32)))
+    np.testing.assert_array_equal(xt.grad.asnumpy(), xt32.grad.asnumpy().astype(F16))
+
+
+def test_relu_backward_float16_masks_exactly(rng):
+    x = rng.standard_normal((1000,)).astype(F16)
+    g = rng.standard_normal((1000,)).astype(F16)
+    xt = ms.Tensor(x, requires_grad=True)
+    ops.ReLU()(xt).backward(ms.Tensor(g))
+    np.testing.assert_array_equal(xt.grad.asnumpy(), np.where(x > 0, g, F16(0)))
+
+
+def test_widen_narrow_keep_layout_and_bits(rng):
+    x = rng.standard_normal((3, 5, 6, 7)).astype(np.float32).transpose(0, 3, 1, 2)
+    x = np.ascontiguousarray(np.broadcast_to(x, x.shape))  # plain C order
+    for a in (x, x.transpose(0, 2, 3, 1), x[:, ::2]):
+        h = half.narrow(a)
+        _bits_equal(h, a.astype(F16))
+        w = half.widen(h)
+        assert w.dtype == np.float32
+        np.testing.assert_array_equal(w, h.astype(np.float32))
+    big = rng.standard_normal((64, 80, 9)).astype(np.float32).transpose(2, 0, 1)  # kernel path
+    _bits_equal(half.narrow(big), big.astype(F16))
+    assert half.narrow(big).strides == big.astype(F16).strides
+
+
+def test_loss_scaling_with_float16_matmul(rng):
+    # the gradient of scale * loss, divided by scale, equals the unscaled gradient where no
+    # value over- or underflows (scales are powers of two: the division is exact)
+    x = rng.standard_normal((16, 32)).astype(F16)
+    w = (rng.standard_normal((32, 4)) * 0.1).astype(F16)
+    grads = []
+    for scale in (1.0, 1024.0):
+        wt = ms.Tensor(w, requires_grad=True)
+        out = ops.MatMul()(ms.Tensor(x), wt)
+        (out.sum() * scale).backward()
+        grads.append(wt.grad.asnumpy().astype(np.float32) / scale)
+    np.testing.assert_array_equal(grads[0], grads[1])
