@@ -2,8 +2,8 @@
 
 Change only the imports of a script written for SINGA::
 
-    from singa import device, tensor, layer, model, opt      # SINGA
-    from minitorch_dist.singa import device, tensor, layer, model, opt
+    from singa import autograd, device, tensor, layer, model, opt      # SINGA
+    from minitorch_dist.singa import autograd, device, tensor, layer, model, opt
     from singa import singa_wrap as singa                     # SINGA (for NcclIdHolder)
     import minitorch_dist.singa as singa                      # here (or singa_wrap, as SINGA)
 
@@ -19,9 +19,9 @@ supported; an unsupported SINGA name raises an error that names it.
 >>> isinstance(singa.NcclIdHolder(), singa.NcclIdHolder)
 True
 """
-from . import device, tensor, layer, model, opt, singa_wrap
+from . import device, tensor, autograd, layer, model, opt, singa_wrap
 from .singa_wrap import NcclIdHolder
 from .unsupported import SingaNotSupported
 
-__all__ = ["device", "tensor", "layer", "model", "opt", "singa_wrap", "NcclIdHolder",
-           "SingaNotSupported"]
+__all__ = ["device", "tensor", "autograd", "layer", "model", "opt", "singa_wrap",
+           "NcclIdHolder", "SingaNotSupported"]

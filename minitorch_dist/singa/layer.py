@@ -26,9 +26,9 @@ import numpy as np
 
 from .. import ops
 from ..nn.cell import Cell
-from ..nn.layers.basic import Dropout as CoreDropout
 from ..nn.parameter import Parameter as CoreParameter
 from ..tensor import Tensor as CoreTensor
+from . import flags
 from . import tensor as _tensor
 from .unsupported import module_getattr, not_supported
 
@@ -50,11 +50,53 @@ class Layer(Cell):
     def __init__(self):
         super().__init__()
         object.__setattr__(self, "_initialized", False)
+        object.__setattr__(self, "_buffers", {})
 
     def __setattr__(self, name, value):
+        if "_params" not in self.__dict__:
+            # SINGA allows plain attributes before super().__init__() (ResNet sets
+            # self.inplanes first); layers and tensors need the registries
+            if isinstance(value, (Cell, CoreTensor)):
+                raise AttributeError(f"layer.Layer: {type(self).__name__}.__init__ must call "
+                                     f"super().__init__() before setting the {type(value).__name__} "
+                                     f"attribute {name!r}")
+            object.__setattr__(self, name, value)
+            return
         if isinstance(value, _tensor.Tensor) and value.stores_grad:
             value = _tensor.Parameter.from_tensor(value)
         super().__setattr__(name, value)
+        held = _layers_in_closure(value)
+        if held:                        # SINGA finds these on the tape; register them too
+            holder = _Held()
+            for key, layer in held:
+                Cell.__setattr__(holder, key, layer)
+            self._cells[name] = holder
+
+    def register_layers(self, *args):
+        """Register layers kept in a list or a dict (SINGA's ``register_layers``): given an
+        ``OrderedDict`` name -> layer, under those names; given layers, as
+        ``<ClassName>_<index>`` (e.g. ``Bottleneck_3``). Their parameters then appear in
+        ``get_params``/``get_states`` and are trained."""
+        if len(args) == 1 and isinstance(args[0], dict):
+            items = list(args[0].items())
+        else:
+            items = [(f"{type(v).__name__}_{i}", v) for i, v in enumerate(args)]
+        for key, value in items:
+            if not isinstance(value, Layer):
+                raise TypeError(f"layer.Layer.register_layers: expected layers, got "
+                                f"{type(value).__name__} for {key!r}")
+            for holder in self._cells.values():     # a registered name beats a closure's
+                if isinstance(holder, _Held):
+                    for k, v in list(holder._cells.items()):
+                        if v is value:
+                            del holder._cells[k]
+            setattr(self, key, value)
+
+    def register_buffer(self, name, value):
+        """Keep the non-trainable tensor ``value`` (e.g. BatchNorm's running mean) as state
+        ``name``: part of ``get_states``/``set_states`` and of ``save_states``."""
+        object.__setattr__(self, name, value)
+        self._buffers[name] = value
 
     def initialize(self, *inputs):
         """Create the parameters from the first inputs (nothing to do by default)."""
@@ -88,21 +130,53 @@ class Layer(Cell):
         """Copy values (Tensors or NumPy arrays) into the parameters with the same names."""
         _copy_in(self, parameters, "set_params")
 
+    def _named_buffers(self):
+        for path, cell in self.cells_and_names():
+            for attr, buf in getattr(cell, "_buffers", {}).items():
+                yield (f"{path}.{attr}" if path else attr), buf
+
     def get_states(self):
-        """The parameters plus buffers; the facade's layers keep no buffers, so the same as
-        ``get_params``."""
-        return self.get_params()
+        """The parameters plus the buffers (BatchNorm's running statistics)."""
+        states = self.get_params()
+        states.update(self._named_buffers())
+        return states
 
     def set_states(self, states):
-        _copy_in(self, states, "set_states")
+        """Copy values into the parameters and buffers with the same names."""
+        _copy_in(self, states, "set_states", self.get_states())
 
 
-def _copy_in(layer, values, call):
+class _Held(Cell):
+    """Holds the layers a closure attribute uses (ResNet's ``downsample``), so their
+    parameters are registered under ``<attribute>.<variable>``."""
+
+    def construct(self, *inputs):
+        raise TypeError("layer: a closure's layers are called through the closure")
+
+
+def _layers_in_closure(value):
+    """``(variable name, layer)`` for the layers a function attribute closes over."""
+    closure = getattr(value, "__closure__", None)
+    code = getattr(value, "__code__", None)
+    if not closure or code is None or isinstance(value, Cell):
+        return []
+    found = []
+    for var, cell in zip(code.co_freevars, closure):
+        try:
+            content = cell.cell_contents
+        except ValueError:          # not yet bound
+            continue
+        if isinstance(content, Layer):
+            found.append((var, content))
+    return found
+
+
+def _copy_in(layer, values, call, mine=None):
     owner = f"{type(layer).__name__}.{call}"
     if not hasattr(values, "items"):
         raise TypeError(f"{owner}: expected a dict name -> Tensor or array, got "
                         f"{type(values).__name__}")
-    mine = layer.get_params()
+    mine = layer.get_params() if mine is None else mine
     unknown = sorted(set(values) - set(mine))
     if unknown:
         raise KeyError(f"{owner}: no parameter named {unknown}; this model has {sorted(mine)} "
@@ -378,18 +452,18 @@ class Flatten(Layer):
 
 
 class Dropout(Layer):
-    """``Dropout(ratio=0.5)``: in training, zero each element with probability ``ratio`` and
-    scale the rest by ``1 / (1 - ratio)``; the identity in evaluation (``model.eval()``)."""
+    """``Dropout(ratio=0.5)``: while ``autograd.training`` (``model.train()``), zero each
+    element with probability ``ratio`` and scale the rest by ``1 / (1 - ratio)``; the
+    identity otherwise (and after ``set_train(False)``)."""
 
     def __init__(self, ratio=0.5):
         super().__init__()
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio < 1:
             raise ValueError(f"layer.Dropout: ratio must be in [0, 1), got {ratio!r}")
         self.ratio = float(ratio)
-        self.dropout = CoreDropout(p=self.ratio)
 
     def forward(self, x):
-        return self.dropout(x)
+        return ops.dropout(x, self.ratio, training=self.training and flags.training())
 
 
 class SoftMaxCrossEntropy(Layer):
@@ -447,8 +521,11 @@ class SoftMaxCrossEntropy(Layer):
         return self.dense_ce(x, CoreTensor._make(probs, x.device))
 
 
+from .layer_more import *  # noqa: E402,F401,F403 - the rest of SINGA's layers
+from .layer_more import __all__ as _MORE  # noqa: E402
+
+__all__ += list(_MORE)
+
 _UNSUPPORTED = {name: "build it from the supported layers or minitorch_dist.nn" for name in (
-    "BatchNorm2d", "Gemm", "Embedding", "SeparableConv2d", "MaxPool1d", "AvgPool1d",
-    "RNN_Base", "RNN", "LSTM", "CudnnRNN", "Add", "Cat", "Reshape", "Sigmoid", "Tanh",
-    "MeanSquareError", "CrossEntropy", "BinaryCrossEntropy", "Softmax", "Concat", "Gather")}
+    "Embedding", "MaxPool1d", "AvgPool1d", "RNN_Base", "RNN", "LSTM", "CudnnRNN", "Gather")}
 __getattr__ = module_getattr("layer", _UNSUPPORTED, __all__)

@@ -48,9 +48,12 @@ import zipfile
 import numpy as np
 
 from ..autograd import no_grad
+from ..nn.cell import Cell
 from ..tensor import Tensor as CoreTensor
+from . import flags
+from . import tape as _tape
 from . import tensor as _tensor
-from .layer import Layer
+from .layer import Layer, _Held
 from .unsupported import module_getattr
 
 __all__ = ["Model"]
@@ -107,9 +110,16 @@ class Model(Layer):
                 [type(t).__name__ for t in inputs]
             raise TypeError(f"model.Model.compile(inputs): expected a non-empty list of Tensors "
                             f"(e.g. [tx]), got {got}")
-        # Gradients stay enabled: the tape of this one forward is simply dropped, and the
-        # grad mode is process-wide, so toggling it could disturb ranks run as threads.
-        self.forward(*inputs)
+        # SINGA buffers this forward and discards it, so no state changes: batch norm runs
+        # in evaluation mode here. Gradients stay enabled: the tape shows which trainable
+        # tensors the model really uses (a layer held in a list or a closure included).
+        was_training = flags.training()
+        flags.set_training(False)
+        try:
+            outputs = self.forward(*inputs)
+        finally:
+            flags.set_training(was_training)
+        self._adopt_tape_parameters(outputs)
         object.__setattr__(self, "_initialized", True)
         object.__setattr__(self, "_compiled", True)
         self.train(bool(is_train))
@@ -117,18 +127,42 @@ class Model(Layer):
         if self._optimizer is not None:
             self._optimizer._bind_to(self)
 
+    def _adopt_tape_parameters(self, outputs):
+        """Register the trainable tensors the forward used but no attribute, list
+        registration or closure names, as ``_unregistered.p<i>`` (SINGA trains them because
+        it reads the tape; here they also get saved with the model's states)."""
+        outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+        known = {id(p) for p in self.trainable_params()}
+        holder = self._cells.get("_unregistered")
+        for out in outputs:
+            if not isinstance(out, CoreTensor) or out.grad_fn is None:
+                continue
+            for leaf in _tape.parameters_in_order(out):
+                param = _tape.as_parameter(leaf)
+                if id(param) in known:
+                    continue
+                if holder is None:
+                    holder = _Held()
+                    self._cells["_unregistered"] = holder
+                known.add(id(param))
+                Cell.__setattr__(holder, f"p{len(holder._params)}", param)
+
     def graph(self, mode=True, sequential=False):
         """Record SINGA's graph switches (execution stays eager)."""
         object.__setattr__(self, "graph_mode", bool(mode))
         object.__setattr__(self, "sequential", bool(sequential))
 
     def train(self, mode=True):
-        """Training mode: calls run ``train_one_batch``; dropout is active."""
+        """Training mode: calls run ``train_one_batch``; sets ``autograd.training`` (dropout
+        active, batch norm on batch statistics), as SINGA does."""
         self.set_train(bool(mode))
+        flags.set_training(bool(mode))
 
     def eval(self):
-        """Evaluation mode: calls run ``forward`` without recording gradients."""
+        """Evaluation mode: calls run ``forward`` without recording gradients; clears
+        ``autograd.training``."""
         self.set_train(False)
+        flags.set_training(False)
 
     def __call__(self, *args, **kwargs):
         if self.training:

@@ -32,10 +32,13 @@ from ..nn.optim.sgd import SGD as CoreSGD
 from ..parallel.dist_opt import DistOpt as CoreDistOpt
 from ..parallel.grad_arrays import gradient_array
 from ..tensor import Tensor as CoreTensor
+from . import tape as _tape
 from . import tensor as _tensor
+from .opt_adaptive import AdaGradRule, AdamRule, RMSPropRule
 from .unsupported import module_getattr, not_supported
 
-__all__ = ["Optimizer", "SGD", "DistOpt", "Constant", "ExponentialDecay"]
+__all__ = ["Optimizer", "SGD", "Adam", "RMSProp", "AdaGrad", "DistOpt", "Constant",
+           "ExponentialDecay"]
 
 
 # ---- learning-rate schedules ------------------------------------------------------------
@@ -75,16 +78,35 @@ class _SingaRuleSGD(CoreSGD):
         super()._apply_one(i, param, grad, lr, weight_decay, max(step, 1), device)
 
 
-def _backward(loss, params, call):
-    """Gradients of the one-element ``loss`` for ``params`` (arrays, None where unused)."""
-    if not isinstance(loss, CoreTensor) or not loss.requires_grad:
-        raise ValueError(f"{call}(loss): loss must be a Tensor computed from the model's "
-                         "parameters in training mode (model.train())")
-    if loss.size != 1:
-        raise ValueError(f"{call}(loss): loss must have one element, got shape {loss.shape}")
-    seed = loss.device.xp.ones(loss.shape, loss.dtype)
-    found = autograd.run_backward([loss], [seed], targets=list(params))
-    return [gradient_array(g, p, call) for g, p in zip(found, params)]
+def _tape_gradients(loss, params, call, scale=1.0):
+    """``params`` (the optimizer's Parameters) and their gradient arrays for ``loss``, read
+    from the tape the SINGA way; every trainable leaf the loss depends on must be one of
+    ``params`` (a layer reached through a list or a closure is found on the tape, so bind
+    to the tape, not only to a model's attributes)."""
+    _tape.check_loss(loss, f"{call}(loss)")
+    found = _tape.parameters_in_order(loss)
+    mine = {id(p): p for p in params}
+    targets, owners = [], []
+    for t in found:
+        param = _tape.as_parameter(t)
+        if id(param) not in mine:
+            raise RuntimeError(f"{call}(loss): the loss depends on a trainable tensor "
+                               f"{getattr(param, 'name', None)!r} {tuple(param.shape)} that this "
+                               "optimizer was not bound to (it binds once, to the parameters "
+                               "of the first loss or of model.compile); use one optimizer "
+                               "per set of parameters")
+        targets.append(t)
+        owners.append(param)
+    seed_scale = None if scale == 1.0 else scale
+    grads = _tape.gradients(loss, targets, seed_scale)
+    by_id = {id(p): g for p, g in zip(owners, grads)}
+    return [by_id.get(id(p)) for p in params], owners
+
+
+def _tape_parameters(loss, call):
+    """The Parameters for the trainable leaves of ``loss``'s tape, in SINGA's order."""
+    _tape.check_loss(loss, f"{call}(loss)")
+    return [_tape.as_parameter(t) for t in _tape.parameters_in_order(loss)]
 
 
 class Optimizer:
@@ -131,12 +153,16 @@ class Optimizer:
     def _make_core(self, params):
         raise NotImplementedError
 
-    def _ensure_bound(self, call):
+    def _ensure_bound(self, call, loss=None):
         if self.core is None:
-            if self._model is None:
-                raise RuntimeError(f"{call}: this optimizer does not know its parameters; "
-                                   "attach it with model.set_optimizer(sgd)")
-            self._bind_to(self._model)
+            if self._model is not None:
+                self._bind_to(self._model)
+            elif loss is not None:         # SINGA's way: the parameters are on the loss's tape
+                self._bind(_tape_parameters(loss, call))
+            else:
+                raise RuntimeError(f"{call}: this optimizer does not know its parameters "
+                                   "yet; call it with a loss (sgd(loss)) or attach it with "
+                                   "model.set_optimizer(sgd)")
 
     @property
     def parameters(self):
@@ -157,11 +183,15 @@ class Optimizer:
         self.step()
 
     def call(self, loss):
-        """Backward from ``loss`` and update every parameter (no ``step()``)."""
-        self._ensure_bound(f"{self._name}(loss)")
-        params = self.core.parameters
-        for i, g in enumerate(_backward(loss, params, self._name)):
-            self.core.update(i, g)
+        """Backward from ``loss`` and update every parameter it depends on, in SINGA's
+        order (no ``step()``). Without a model the parameters come from the loss's tape."""
+        self._ensure_bound(self._name, loss)
+        grads, order = _tape_gradients(loss, self.core.parameters, self._name)
+        by_id = {id(p): g for p, g in zip(self.core.parameters, grads)}
+        for param in order:
+            g = by_id[id(param)]
+            if g is not None:
+                self.core.update(param, gradient_array(g, param, self._name))
 
     def backward_and_update(self, loss):
         """SINGA's deprecated alias of ``__call__``."""
@@ -170,6 +200,8 @@ class Optimizer:
     def update(self, param, grad):
         """Apply the current step's update to one parameter (Parameter or index)."""
         self._ensure_bound(f"{self._name}.update")
+        if isinstance(param, CoreTensor):
+            param = _tape.as_parameter(param)
         self.core.update(param, grad)
 
     def apply(self, param_name, param_value, param_grad):
@@ -217,171 +249,60 @@ class SGD(Optimizer):
                 f"weight_decay={self.weight_decay}, nesterov={self.nesterov})")
 
 
-# ---- DistOpt ----------------------------------------------------------------------------
-_CORE_EXTRAS = ("communicator", "loss_scale", "sparse_cap")
+class Adam(Optimizer):
+    """SINGA's ``opt.Adam(lr=0.1, beta_1=0.9, beta_2=0.999, epsilon=1e-8, weight_decay=0)``
+    (the rule is in :mod:`minitorch_dist.singa.opt_adaptive`)."""
+
+    _name = "opt.Adam"
+
+    def __init__(self, lr=0.1, beta_1=0.9, beta_2=0.999, epsilon=1e-8, weight_decay=0):
+        super().__init__(lr)
+        for name, value in (("beta_1", beta_1), ("beta_2", beta_2)):
+            if not 0 <= _number(value, self._name, name) < 1:
+                raise ValueError(f"{self._name}: {name} must be in [0, 1), got {value!r}")
+        self.beta_1, self.beta_2 = float(beta_1), float(beta_2)
+        self.epsilon = _number(epsilon, self._name, "epsilon")
+        self.weight_decay = _number(weight_decay, self._name, "weight_decay")
+
+    def _make_core(self, params):
+        return AdamRule(params, self.lr, self.beta_1, self.beta_2, self.epsilon,
+                        self.weight_decay)
 
 
-class DistOpt(CoreDistOpt):
-    """SINGA's ``opt.DistOpt``: the core ``DistOpt`` around an ``opt.SGD``, bound to the
-    model's parameters at ``model.compile`` (see the module docstring).
+class RMSProp(Optimizer):
+    """SINGA's ``opt.RMSProp(lr=0.1, rho=0.9, epsilon=1e-8, weight_decay=0)``."""
 
-    ``global_rank``, ``local_rank``, ``world_size`` and ``communicator`` exist from
-    construction on (the guide picks its GPU with ``sgd.local_rank`` before compiling).
-    ``all_reduce(t)`` sums a Tensor or an array over the ranks in place, as SINGA's does, and
-    ``wait()`` returns at once (the collectives here finish before they return).
-    Keyword extras of the core: ``communicator`` (e.g. an in-process one for tests),
-    ``loss_scale``, ``sparse_cap``.
-    """
+    _name = "opt.RMSProp"
 
-    def __init__(self, opt=None, nccl_id=None, local_rank=None, world_size=None,
-                 buffSize=4194304, **kwargs):
-        call = "opt.DistOpt"
-        if opt is None:
-            opt = SGD()
-        if not isinstance(opt, Optimizer):
-            raise TypeError(f"{call}(opt): expected an optimizer from minitorch_dist.singa.opt "
-                            f"(e.g. opt.SGD(lr=0.005, momentum=0.9)), got {type(opt).__name__}")
-        if isinstance(buffSize, bool) or not isinstance(buffSize, (int, np.integer)) \
-                or buffSize < 1:
-            raise ValueError(f"{call}: buffSize must be a positive int (elements), got "
-                             f"{buffSize!r}")
-        unknown = sorted(set(kwargs) - set(_CORE_EXTRAS))
-        if unknown:
-            raise TypeError(f"{call}: unexpected keyword arguments {unknown}")
-        self.opt = opt
-        self._model = None
-        self._bound = False
-        self._requested_world = world_size
-        self._extras = {k: v for k, v in kwargs.items() if k != "communicator"}
-        self.buffSize = int(buffSize) * np.dtype(opt.dtype).itemsize     # the core counts bytes
-        self._option_stats = {}
-        self.communicator = kwargs.get("communicator") or \
-            _join(nccl_id, local_rank, world_size, call)
-        comm = self.communicator
-        self.global_rank, self.world_size, self.local_rank = comm.rank, comm.size, comm.local_rank
+    def __init__(self, lr=0.1, rho=0.9, epsilon=1e-8, weight_decay=0):
+        super().__init__(lr)
+        if not 0 <= _number(rho, self._name, "rho") <= 1:
+            raise ValueError(f"{self._name}: rho must be in [0, 1], got {rho!r}")
+        self.rho = float(rho)
+        self.epsilon = _number(epsilon, self._name, "epsilon")
+        self.weight_decay = _number(weight_decay, self._name, "weight_decay")
 
-    # ---- binding ----------------------------------------------------------------------
-    def _attach(self, model):
-        self._model = model
-        self.opt._attach(model)
-
-    def _bind_to(self, model):
-        params = model.trainable_params()
-        if self._bound:
-            self.opt._bind(params)      # raises if these are another model's parameters
-            return
-        self.opt._bind(params)
-        device = params[0].device
-        if not device.is_host and not device.virtual and self.communicator.backend != "nccl":
-            from ..communication import NCCLCommunicator   # CUDA arrays travel over NCCL
-            self.communicator = NCCLCommunicator(bootstrap=self.communicator)
-        CoreDistOpt.__init__(self, self.opt, world_size=self._requested_world,
-                             buffSize=self.buffSize, communicator=self.communicator,
-                             **self._extras)
-        self._bound = True
-
-    def _bind_late(self):
-        """Bind at the first backward (no compile): rank 0's values must not change this
-        rank's parameters, since the forward that made the loss already used them."""
-        if self._model is None:
-            raise RuntimeError("opt.DistOpt: this optimizer does not know its parameters; "
-                               "attach it with model.set_optimizer(sgd) and call "
-                               "model.compile([tx], ...) before training")
-        params = self._model.trainable_params()
-        before = [p.asnumpy() for p in params]
-        self._bind_to(self._model)
-        changed = any(not np.array_equal(b, p.asnumpy()) for b, p in zip(before, params))
-        flag = self._host_comm().allreduce(np.array([float(changed)]), "max")
-        if float(flag[0]) > 0:
-            raise RuntimeError("opt.DistOpt: the ranks' parameters differed at the first "
-                               "step, whose forward ran before DistOpt synchronised them; "
-                               "call model.compile([tx], ...) before training, or seed every "
-                               "rank alike with dev.SetRandSeed(seed)")
-
-    def backward(self, loss):
-        if not self._bound:
-            self._bind_late()
-        return super().backward(loss)
-
-    def step(self, grads, *args, **kwargs):
-        if not self._bound:
-            raise RuntimeError("opt.DistOpt.step: not attached to a compiled model yet "
-                               "(model.set_optimizer(sgd), then model.compile([tx], ...))")
-        return super().step(grads, *args, **kwargs)
-
-    # ---- SINGA's low-level calls ------------------------------------------------------
-    def _host_comm(self):
-        comm = self.communicator
-        bootstrap = getattr(comm, "bootstrap", None) if comm.backend == "nccl" else None
-        return bootstrap or comm
-
-    def all_reduce(self, value, op="sum"):
-        """Sum (or ``op``) ``value`` over the ranks, in place: a Tensor, its ``.data`` or any
-        array (SINGA passes ``t.data``). Returns ``value``."""
-        array = value.data if isinstance(value, CoreTensor) else value
-        if not hasattr(array, "shape") or not hasattr(array, "dtype"):
-            raise TypeError(f"opt.DistOpt.all_reduce: expected a Tensor or an array, got "
-                            f"{type(value).__name__}")
-        comm = self._host_comm() if isinstance(array, np.ndarray) else self.communicator
-        contiguous = array if array.flags.c_contiguous else array.copy()
-        array[...] = comm.allreduce(contiguous, op)
-        return value
-
-    def wait(self):
-        """SINGA waits for its CUDA streams here; these collectives are already complete."""
-
-    def update(self, param, grad):
-        """SINGA's ``DistOpt.update``: ``grad / world_size`` applied by the wrapped optimizer
-        (after your own ``all_reduce`` of ``grad``)."""
-        self.opt.update(param, grad / self.world_size)
-
-    def _unsupported(self, name):
-        raise not_supported(f"DistOpt.{name}", "the backward_and_* methods fuse, cast and "
-                            "sparsify the gradients themselves")
-
-    def fused_all_reduce(self, tensors, send=True):
-        self._unsupported("fused_all_reduce")
-
-    def all_reduce_half(self, tensor):
-        self._unsupported("all_reduce_half")
-
-    def fused_all_reduce_half(self, tensors, send=True):
-        self._unsupported("fused_all_reduce_half")
-
-    def sparsification(self, tensor, accumulation, spars, topK):
-        self._unsupported("sparsification")
-
-    def fused_sparsification(self, tensors, accumulation, spars, topK):
-        self._unsupported("fused_sparsification")
-
-    def __repr__(self):
-        state = "bound" if self._bound else "not yet bound"
-        return (f"opt.DistOpt({self.opt!r}, rank={self.global_rank}, "
-                f"world_size={self.world_size}, {state})")
+    def _make_core(self, params):
+        return RMSPropRule(params, self.lr, self.rho, self.epsilon, self.weight_decay)
 
 
-def _join(nccl_id, local_rank, world_size, call):
-    """The communicator of this process: the group of ``nccl_id`` (multiprocessing launch),
-    else the MPI job (or a world of one)."""
-    from .. import communication
-    if nccl_id is not None:
-        if not isinstance(nccl_id, communication.UniqueId):
-            raise TypeError(f"{call}: nccl_id must come from singa.NcclIdHolder() in the parent "
-                            f"process, got {type(nccl_id).__name__}")
-        for name, value in (("local_rank", local_rank), ("world_size", world_size)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise ValueError(f"{call}: with nccl_id (a multiprocessing launch) {name} must "
-                                 f"be an int, got {value!r}")
-        if world_size < 1 or not 0 <= local_rank < world_size:
-            raise ValueError(f"{call}: need 0 <= local_rank < world_size, got local_rank="
-                             f"{local_rank}, world_size={world_size}")
-        communication.init_from_unique_id(nccl_id, int(local_rank), int(world_size))
-    elif not communication.GlobalComm.INITED:
-        communication.init()
-    return communication.get_communicator()
+class AdaGrad(Optimizer):
+    """SINGA's ``opt.AdaGrad(lr=0.1, epsilon=1e-8, weight_decay=0)``."""
+
+    _name = "opt.AdaGrad"
+
+    def __init__(self, lr=0.1, epsilon=1e-8, weight_decay=0):
+        super().__init__(lr)
+        self.epsilon = _number(epsilon, self._name, "epsilon")
+        self.weight_decay = _number(weight_decay, self._name, "weight_decay")
+
+    def _make_core(self, params):
+        return AdaGradRule(params, self.lr, self.epsilon, self.weight_decay)
 
 
-_UNSUPPORTED = {name: "opt.SGD and opt.DistOpt are translated; for other rules use "
-                "minitorch_dist.nn's optimizers directly" for name in (
-                    "RMSProp", "AdaGrad", "Adam", "DecayScheduler")}
+from .dist_opt import DistOpt  # noqa: E402 - DistOpt wraps the optimizers above
+
+
+_UNSUPPORTED = {"DecayScheduler": "use opt.Constant, opt.ExponentialDecay or any "
+                "minitorch_dist.nn.LearningRateSchedule"}
 __getattr__ = module_getattr("opt", _UNSUPPORTED, __all__)

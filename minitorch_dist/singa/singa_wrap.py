@@ -12,9 +12,11 @@ rendezvous ticket (127.0.0.1, a free port and a secret token) that the parent of
 '127.0.0.1'
 """
 from ..communication.unique_id import NcclIdHolder
+from .handles import BatchNormHandle, ConvHandle, PoolingHandle
 from .unsupported import module_getattr
 
-__all__ = ["NcclIdHolder", "USE_DIST", "USE_CUDA"]
+__all__ = ["NcclIdHolder", "ConvHandle", "BatchNormHandle", "PoolingHandle", "USE_DIST",
+           "USE_CUDA"]
 
 USE_DIST = True        # DistOpt is always available (MPI, TCP, or NCCL with CuPy)
 

@@ -167,6 +167,39 @@ class SingaTensorMethods:
         self._write((_random.rng().random(self.shape) < p).astype(np.float64), "Tensor.bernoulli")
         return self
 
+    # ---- SINGA's in-place arithmetic (raw: not recorded by autograd) -----------------
+    def _operand(self, other, call):
+        if isinstance(other, CoreTensor):
+            value = other.data if other.device is self.device else \
+                self.device.copy_from(other.data, other.device)
+        elif isinstance(other, (int, float, np.integer, np.floating)) and \
+                not isinstance(other, bool):
+            value = other
+        else:
+            raise TypeError(f"Tensor.{call}: expected a Tensor or a number, got "
+                            f"{type(other).__name__}")
+        return value
+
+    def __iadd__(self, other):
+        """``t += x`` in place (SINGA: a raw update, not recorded for backward)."""
+        self.data += self._operand(other, "__iadd__")
+        return self
+
+    def __isub__(self, other):
+        """``t -= x`` in place."""
+        self.data -= self._operand(other, "__isub__")
+        return self
+
+    def __imul__(self, other):
+        """``t *= x`` in place."""
+        self.data *= self._operand(other, "__imul__")
+        return self
+
+    def __itruediv__(self, other):
+        """``t /= x`` in place (the examples average all-reduced parameters this way)."""
+        self.data /= self._operand(other, "__itruediv__")
+        return self
+
     # ---- copies out and moves ---------------------------------------------------------
     def to_numpy(self):
         """A NumPy copy (SINGA has only the module function ``tensor.to_numpy(t)``)."""

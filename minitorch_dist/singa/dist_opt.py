@@ -1,0 +1,234 @@
+"""SINGA's ``opt.DistOpt``: the core ``DistOpt`` with SINGA's construction and binding.
+
+``DistOpt(opt=SGD(), nccl_id=None, local_rank=None, world_size=None, buffSize=4194304)``
+joins the MPI job (or a world of one) without ``nccl_id``, or the ``multiprocessing``
+group of an ``NcclIdHolder`` with it; a process of such a group runs its BLAS on one
+thread, as ``mpiexec`` ranks started by ``minitorch_dist.run`` do. It learns its
+parameters from the model it is attached to (``model.compile``), or, as SINGA's autograd
+examples need, from the tape of the first loss it is given.
+
+>>> from minitorch_dist.singa import opt
+>>> d = opt.DistOpt(opt.SGD(lr=0.1))
+>>> d.world_size, d.global_rank
+(1, 0)
+"""
+import warnings
+
+import numpy as np
+
+from .. import autograd
+from ..parallel.dist_opt import DistOpt as CoreDistOpt
+from ..parallel.grad_arrays import gradient_array
+from ..tensor import Tensor as CoreTensor
+from . import tape as _tape
+from .unsupported import not_supported
+
+__all__ = ["DistOpt"]
+
+# ----------------------------------------------------------------------------
+_CORE_EXTRAS = ("communicator", "loss_scale", "sparse_cap")
+
+
+class DistOpt(CoreDistOpt):
+    """SINGA's ``opt.DistOpt``: the core ``DistOpt`` around an ``opt.SGD``, bound to the
+    model's parameters at ``model.compile`` (see the module docstring).
+
+    ``global_rank``, ``local_rank``, ``world_size`` and ``communicator`` exist from
+    construction on (the guide picks its GPU with ``sgd.local_rank`` before compiling).
+    ``all_reduce(t)`` sums a Tensor or an array over the ranks in place, as SINGA's does, and
+    ``wait()`` returns at once (the collectives here finish before they return).
+    Keyword extras of the core: ``communicator`` (e.g. an in-process one for tests),
+    ``loss_scale``, ``sparse_cap``.
+    """
+
+    def __init__(self, opt=None, nccl_id=None, local_rank=None, world_size=None,
+                 buffSize=4194304, **kwargs):
+        from .opt import SGD, Optimizer
+        call = "opt.DistOpt"
+        if opt is None:
+            opt = SGD()
+        if not isinstance(opt, Optimizer):
+            raise TypeError(f"{call}(opt): expected an optimizer from minitorch_dist.singa.opt "
+                            f"(e.g. opt.SGD(lr=0.005, momentum=0.9)), got {type(opt).__name__}")
+        if isinstance(buffSize, bool) or not isinstance(buffSize, (int, np.integer)) \
+                or buffSize < 1:
+            raise ValueError(f"{call}: buffSize must be a positive int (elements), got "
+                             f"{buffSize!r}")
+        unknown = sorted(set(kwargs) - set(_CORE_EXTRAS))
+        if unknown:
+            raise TypeError(f"{call}: unexpected keyword arguments {unknown}")
+        self.opt = opt
+        self._model = None
+        self._bound = False
+        self._requested_world = world_size
+        self._extras = {k: v for k, v in kwargs.items() if k != "communicator"}
+        self.buffSize = int(buffSize) * np.dtype(opt.dtype).itemsize     # the core counts bytes
+        self._option_stats = {}
+        self.communicator = kwargs.get("communicator") or \
+            _join(nccl_id, local_rank, world_size, call)
+        comm = self.communicator
+        self.global_rank, self.world_size, self.local_rank = comm.rank, comm.size, comm.local_rank
+
+    # ---- binding ----------------------------------------------------------------------
+    def _attach(self, model):
+        self._model = model
+        self.opt._attach(model)
+
+    def _bind_to(self, model):
+        self._bind_params(model.trainable_params())
+
+    def _bind_params(self, params):
+        if self._bound:
+            self.opt._bind(params)      # raises if these are another model's parameters
+            return
+        self.opt._bind(params)
+        device = params[0].device
+        if not device.is_host and not device.virtual and self.communicator.backend != "nccl":
+            from ..communication import NCCLCommunicator   # CUDA arrays travel over NCCL
+            self.communicator = NCCLCommunicator(bootstrap=self.communicator)
+        CoreDistOpt.__init__(self, self.opt, world_size=self._requested_world,
+                             buffSize=self.buffSize, communicator=self.communicator,
+                             **self._extras)
+        self._bound = True
+
+    def _bind_late(self, loss):
+        """Bind at the first backward (no compile), to the model's parameters or, without a
+        model, to the trainable leaves on ``loss``'s tape (SINGA's autograd examples).
+        Binding copies rank 0's values to every rank; the forward that made ``loss`` already
+        used this rank's own values, so a difference is an error with a model (compile
+        first) and a warning without one (SINGA itself never synchronises there)."""
+        if self._model is not None:
+            params = self._model.trainable_params()
+        else:
+            params = [_tape.as_parameter(t) for t in _tape.parameters_in_order(loss)]
+            if not params:
+                raise RuntimeError("opt.DistOpt: the loss depends on no trainable tensor")
+        before = [p.asnumpy() for p in params]
+        self._bind_params(params)
+        changed = any(not np.array_equal(b, p.asnumpy()) for b, p in zip(before, params))
+        flag = self._host_comm().allreduce(np.array([float(changed)]), "max")
+        if float(flag[0]) == 0:
+            return
+        if self._model is not None:
+            raise RuntimeError("opt.DistOpt: the ranks' parameters differed at the first "
+                               "step, whose forward ran before DistOpt synchronised them; "
+                               "call model.compile([tx], ...) before training, or seed every "
+                               "rank alike with dev.SetRandSeed(seed)")
+        warnings.warn("opt.DistOpt: the ranks' parameters differed at the first step; rank "
+                      "0's values were copied to every rank, after this step's forward "
+                      "(seed every rank alike, or average the parameters first as SINGA's "
+                      "mnist_cnn.py does)", RuntimeWarning, stacklevel=3)
+
+    def backward(self, loss):
+        """Gradient arrays of ``loss`` for the bound parameters, read from the tape (so a
+        layer held in a list or a closure gets its gradient)."""
+        from .opt import _tape_gradients
+        if not self._bound:
+            _tape.check_loss(loss, "opt.DistOpt(loss)")
+            self._bind_late(loss)
+        grads, _ = _tape_gradients(loss, self.parameters, "opt.DistOpt", self._scale())
+        return [gradient_array(g, p, "DistOpt") for g, p in zip(grads, self.parameters)]
+
+    def step(self, grads, *args, **kwargs):
+        if not self._bound:
+            raise RuntimeError("opt.DistOpt.step: not attached to a compiled model yet "
+                               "(model.set_optimizer(sgd), then model.compile([tx], ...))")
+        return super().step(grads, *args, **kwargs)
+
+    # ---- SINGA's low-level calls ------------------------------------------------------
+    def _host_comm(self):
+        comm = self.communicator
+        bootstrap = getattr(comm, "bootstrap", None) if comm.backend == "nccl" else None
+        return bootstrap or comm
+
+    def all_reduce(self, value, op="sum"):
+        """Sum (or ``op``) ``value`` over the ranks, in place: a Tensor, its ``.data`` or any
+        array (SINGA passes ``t.data``). Returns ``value``."""
+        array = value.data if isinstance(value, CoreTensor) else value
+        if not hasattr(array, "shape") or not hasattr(array, "dtype"):
+            raise TypeError(f"opt.DistOpt.all_reduce: expected a Tensor or an array, got "
+                            f"{type(value).__name__}")
+        comm = self._host_comm() if isinstance(array, np.ndarray) else self.communicator
+        contiguous = array if array.flags.c_contiguous else array.copy()
+        array[...] = comm.allreduce(contiguous, op)
+        return value
+
+    def wait(self):
+        """SINGA waits for its CUDA streams here; these collectives are already complete."""
+
+    def update(self, param, grad):
+        """SINGA's ``DistOpt.update``: ``grad / world_size`` applied by the wrapped optimizer
+        (after your own ``all_reduce`` of ``grad``)."""
+        self.opt.update(param, grad / self.world_size)
+
+    def _unsupported(self, name):
+        raise not_supported(f"DistOpt.{name}", "the backward_and_* methods fuse, cast and "
+                            "sparsify the gradients themselves")
+
+    def fused_all_reduce(self, tensors, send=True):
+        self._unsupported("fused_all_reduce")
+
+    def all_reduce_half(self, tensor):
+        self._unsupported("all_reduce_half")
+
+    def fused_all_reduce_half(self, tensors, send=True):
+        self._unsupported("fused_all_reduce_half")
+
+    def sparsification(self, tensor, accumulation, spars, topK):
+        self._unsupported("sparsification")
+
+    def fused_sparsification(self, tensors, accumulation, spars, topK):
+        self._unsupported("fused_sparsification")
+
+    def __repr__(self):
+        state = "bound" if self._bound else "not yet bound"
+        return (f"opt.DistOpt({self.opt!r}, rank={self.global_rank}, "
+                f"world_size={self.world_size}, {state})")
+
+
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+_pinned = []
+
+
+def pin_blas_threads():
+    """Run BLAS/OpenMP on one thread in this process, as ``minitorch_dist.run`` does for
+    each ``mpiexec`` rank: the processes of a ``multiprocessing`` launch share the host's
+    cores, and one thread pool per process per core oversubscribes them. A variable the
+    user has set is respected. Returns the thread limit applied (None when the user set
+    one or threadpoolctl is missing, in which case only the environment is set)."""
+    import os
+    if any(name in os.environ for name in _THREAD_VARIABLES):
+        return None
+    for name in _THREAD_VARIABLES:
+        os.environ[name] = "1"          # for anything this process starts or loads later
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return None
+    if not _pinned:                     # the BLAS already loaded by NumPy: limit it now
+        _pinned.append(threadpool_limits(limits=1))
+    return 1
+
+
+def _join(nccl_id, local_rank, world_size, call):
+    """The communicator of this process: the group of ``nccl_id`` (multiprocessing launch),
+    else the MPI job (or a world of one)."""
+    from .. import communication
+    if nccl_id is not None:
+        if not isinstance(nccl_id, communication.UniqueId):
+            raise TypeError(f"{call}: nccl_id must come from singa.NcclIdHolder() in the parent "
+                            f"process, got {type(nccl_id).__name__}")
+        for name, value in (("local_rank", local_rank), ("world_size", world_size)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise ValueError(f"{call}: with nccl_id (a multiprocessing launch) {name} must "
+                                 f"be an int, got {value!r}")
+        if world_size < 1 or not 0 <= local_rank < world_size:
+            raise ValueError(f"{call}: need 0 <= local_rank < world_size, got local_rank="
+                             f"{local_rank}, world_size={world_size}")
+        pin_blas_threads()
+        communication.init_from_unique_id(nccl_id, int(local_rank), int(world_size))
+    elif not communication.GlobalComm.INITED:
+        communication.init()
+    return communication.get_communicator()
+
+
