@@ -1,5 +1,6 @@
 """Functional differentiation with MindSpore's semantics: ``value_and_grad`` and ``grad``."""
 from .autograd import enable_grad, run_backward
+from .extension import extension
 from .row_tensor import RowTensor
 from .tensor import Tensor
 
@@ -71,7 +72,7 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
             x = args[p] if isinstance(args[p], Tensor) else Tensor(args[p])
             args[p] = Tensor._make(x.data, x.device).requires_grad_(True)
         with enable_grad():
-            out = fn(*args)
+            out = extension().call_differentiated(fn, args)
         if has_aux:
             if not isinstance(out, (tuple, list)) or len(out) < 2:
                 raise ValueError("has_aux=True needs fn to return a tuple of at least two outputs; "

@@ -8,6 +8,7 @@ by its attribute path ("layer1.matmul").
 from collections import OrderedDict
 
 from ..backend import get_device
+from ..extension import extension
 from ..thread_state import ThreadState
 from ..ops.primitive import Primitive
 from .parameter import Parameter
@@ -93,7 +94,7 @@ class Cell:
         hook = _call_hook.hook
         if hook is not None:
             return hook(self, inputs, kwargs)
-        return self.construct(*inputs, **kwargs)
+        return extension().call_cell(self, inputs, kwargs)
 
     def set_train(self, mode=True):
         """Training mode (dropout active, batch norm uses batch statistics) or not."""
@@ -191,8 +192,7 @@ class Cell:
         Without pipeline parallelism (``pipeline_stages`` 1) every trainable parameter. A
         trainable parameter that belongs to no stage is a RuntimeError, as in MindSpore.
         """
-        from ..parallel.pipeline.membership import stage_parameters
-        return stage_parameters(self)
+        return extension().stage_parameters(self)
 
     # ---- display ----------------------------------------------------------------------
     def extra_repr(self):

@@ -6,6 +6,7 @@ keep the names they have inside that network ("fc1.weight", not "_backbone.fc1.w
 as MindSpore's ``auto_prefix=False`` wrappers do, so optimizer state and checkpoints match
 whether they were built from the network or from its wrapper.
 """
+from ..extension import extension
 from ..gradients import value_and_grad
 from ..row_tensor import RowTensor
 from .cell import Cell
@@ -97,11 +98,12 @@ class TrainOneStepCell(_WrapperCell):
     True
     """
 
+    # A training step, not a network: parallel executors run the network it differentiates
+    # (operator sharding), never the step itself with its optimizer update.
+    _runs_training_step = True
+
     def __init__(self, network, optimizer, sens=1.0, return_grad=False):
         super().__init__()
-        from ..parallel.sharding.sharded_cell import ShardedCell, shards_operators
-        if shards_operators(network):
-            network = ShardedCell(network, optimizer)   # operator sharding (semi/auto parallel)
         self.network = network
         self.network.set_grad()
         self.optimizer = optimizer
@@ -112,33 +114,13 @@ class TrainOneStepCell(_WrapperCell):
         self.grad_reducer = self._make_grad_reducer()
 
     def _make_grad_reducer(self):
-        """The gradient reduction between computing gradients and applying them.
-
-        In data-parallel mode (``ms.set_auto_parallel_context(parallel_mode=DATA_PARALLEL)``)
-        with more than one rank: ``nn.DistributedGradReducer(self.weights)``, which averages
-        over the ranks when ``gradients_mean``; otherwise the identity. With
-        ``parameter_broadcast=True`` rank 0's parameter values are copied to every rank first.
-        """
-        from ..parallel.context import is_data_parallel
-        from ..parallel.sharding.sharded_cell import ShardedCell
-        if isinstance(self.network, ShardedCell):
-            from ..parallel.sharding.mirror import MirrorGradReducer
-            return MirrorGradReducer(self.weights, self.network)
-        if not is_data_parallel():
-            return _identity
-        from .. import communication
-        if not communication.GlobalComm.INITED:
-            raise RuntimeError("TrainOneStepCell: data-parallel mode is set but the "
-                               "communication is not initialized; call "
-                               "minitorch_dist.communication.init() first")
-        if communication.get_group_size() == 1:
-            return _identity
-        from ..parallel.context import get_auto_parallel_context
-        from ..parallel.grad_reducer import DistributedGradReducer
-        reducer = DistributedGradReducer(self.weights)
-        if get_auto_parallel_context("parameter_broadcast"):
-            reducer.broadcast_parameters()
-        return reducer
+        """The gradient reduction between computing gradients and applying them: the
+        identity in one process; data parallel (``parallel_mode=DATA_PARALLEL`` over more
+        than one rank) puts ``nn.DistributedGradReducer(self.weights)`` here, which averages
+        over the ranks when ``gradients_mean`` (and broadcasts rank 0's values first with
+        ``parameter_broadcast=True``)."""
+        reducer = extension().train_step_reducer(self.weights, self.network)
+        return _identity if reducer is None else reducer
 
     def construct(self, *inputs):
         loss, grads = self.grad_fn(*inputs)

@@ -56,5 +56,6 @@ class GradOperation:
                     total = term if total is None else total + term
                 return total
 
+            seeded.__wrapped__ = fn     # the network: parallel executors shard its calls
             return value_and_grad(seeded, positions, weights if self.get_by_list else None)(*inputs)[1]
         return gradients

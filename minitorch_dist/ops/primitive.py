@@ -17,6 +17,7 @@ import numpy as np
 from ..autograd import Node, _state as _grad_state
 from ..backend import dtypes, get_device
 from ..backend.device import _ALIASES, VALID_TARGETS
+from ..extension import extension
 from ..tensor import Tensor, _host_array
 from ..thread_state import ThreadState
 
@@ -133,22 +134,24 @@ class Primitive:
         setattr(self, name, value)
         return self
 
-    def shard(self, in_strategy=None, out_strategy=None):
+    def shard(self, in_strategy=None, out_strategy=None, strategy=None):
         """Record an operator-level sharding strategy: one tuple of split counts per input,
-        one count per dimension, e.g. ``MatMul().shard(((2, 4), (4, 1)))``. It takes effect
-        under SEMI_AUTO_PARALLEL / AUTO_PARALLEL (``parallel/sharding``); in the other modes
-        it is recorded and ignored, with a warning, as in MindSpore."""
+        one count per dimension, e.g. ``MatMul().shard(((2, 4), (4, 1)))`` (``strategy=`` is
+        MindSpore's older keyword for ``in_strategy``). It takes effect under
+        SEMI_AUTO_PARALLEL / AUTO_PARALLEL (``parallel/sharding``). A split that would run
+        unsharded is refused when the primitive runs: outside a network call in those modes,
+        inside pipeline stages, or on several ranks in another mode; one process outside
+        them runs the whole operator, with a warning."""
+        if strategy is not None:
+            if in_strategy is not None:
+                raise ValueError(f"{self.name}.shard: give in_strategy or strategy (its older "
+                                 "name), not both")
+            in_strategy = strategy
         if out_strategy is not None and in_strategy is None:
             raise ValueError(f"{self.name}.shard: out_strategy needs an in_strategy too, got "
                              f"in_strategy=None and out_strategy={out_strategy!r}")
-        from ..parallel.context import ParallelMode, get_auto_parallel_context
-        if get_auto_parallel_context("parallel_mode") not in (ParallelMode.SEMI_AUTO_PARALLEL,
-                                                              ParallelMode.AUTO_PARALLEL):
-            logger.warning("%s.shard is ignored: parallel_mode is %s, and strategies apply only "
-                           "under semi_auto_parallel or auto_parallel", self.name,
-                           get_auto_parallel_context("parallel_mode"))
-        self.in_strategy = _check_strategy(in_strategy, "in_strategy")
-        self.out_strategy = _check_strategy(out_strategy, "out_strategy")
+        self.in_strategy = _check_strategy(in_strategy, f"{self.name}.shard: in_strategy")
+        self.out_strategy = _check_strategy(out_strategy, f"{self.name}.shard: out_strategy")
         return self
 
     def __repr__(self):
@@ -178,6 +181,8 @@ class Primitive:
 
     def apply(self, *inputs, **attrs):
         """Run forward on ``inputs`` (tensors, arrays or numbers) and record the tape."""
+        if self.in_strategy is not None:     # is a parallel executor running the strategy?
+            extension().check_primitive_call(self)
         hook = _call_hook.hook
         if hook is not None:
             return hook(self, inputs, attrs)

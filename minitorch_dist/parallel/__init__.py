@@ -13,6 +13,7 @@ from . import sharding
 from .sharding.checkpoint import merge_sharded_checkpoints
 from .sharding.sharded_cell import ShardedCell
 from .embedding_checkpoint import merge_row_sliced_checkpoints
+from . import extension as _extension   # noqa: F401  (plugs the parallel layer into nn and train)
 
 __all__ = ["ParallelMode", "set_auto_parallel_context", "get_auto_parallel_context",
            "reset_auto_parallel_context", "DistOpt", "DIST_OPTIONS", "DistributedGradReducer",

@@ -52,8 +52,8 @@ buffer for the communicator (which moves axis 0, contiguous only) and moved back
 from ..communication import Communicator, get_communicator
 from ..ops.primitive import Primitive
 
-__all__ = ["AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Broadcast",
-           "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+__all__ = ["AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Broadcast", "Mirror",
+           "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "mirror",
            "resolve_communicator", "communicator_for"]
 
 _ALLREDUCE_OPS = ("sum", "mean", "max", "min")
@@ -358,12 +358,47 @@ class Broadcast(_Collective):
         return (total if comm.rank == ctx.root else xp.zeros_like(total),)
 
 
+class Mirror(_Collective):
+    """Identity forward; backward sums the gradient over the ranks of ``group``.
+
+    MindSpore's mirror operator: a parameter copied on several ranks (each seeing other data
+    or another part of the computation) enters the forward through it, so that every copy
+    receives the whole gradient and takes the same optimizer step, in whatever way the
+    training step is written.
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist.communication import run_ranks
+    >>> def rank_fn(comm):
+    ...     w = ms.Tensor([1.0, 2.0], requires_grad=True)
+    ...     (Mirror(group=comm)(w) * (comm.rank + 1.0)).sum().backward()
+    ...     return w.grad.asnumpy().tolist()
+    >>> run_ranks(2, rank_fn)
+    [[3.0, 3.0], [3.0, 3.0]]
+    """
+
+    def __call__(self, x):
+        return self.apply(x, comm=self.communicator)
+
+    def forward(self, ctx, x, comm):
+        self._start(ctx, comm)
+        return x
+
+    def backward(self, ctx, g):
+        return (ctx.comm.allreduce(_contiguous(ctx.xp, g), "sum"),)
+
+
 # ---- functional forms -------------------------------------------------------------------------
 # One instance per primitive, so each appears once in the placement report; the communicator
 # and the settings travel per call.
 _all_reduce, _all_gather = AllReduce(group=_FUNCTIONAL), AllGather(group=_FUNCTIONAL)
 _reduce_scatter, _all_to_all = ReduceScatter(group=_FUNCTIONAL), AllToAll(group=_FUNCTIONAL)
 _broadcast = Broadcast(group=_FUNCTIONAL)
+_mirror = Mirror(group=_FUNCTIONAL)
+
+
+def mirror(x, group=None):
+    """``x`` unchanged; its gradient summed over the ranks of ``group`` (see Mirror)."""
+    return _mirror.apply(x, comm=resolve_communicator(group, "mirror"))
 
 
 def all_reduce(x, group=None, op="sum"):

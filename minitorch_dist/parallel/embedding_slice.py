@@ -97,6 +97,29 @@ def slicing_communicator(group=None):
     return comm if comm.size > 1 else None
 
 
+def sliced_embedding(slice_mode, shape, dtype, param_init, home, group, sparse):
+    """An ``EmbeddingLookup``'s table and lookup under ``slice_mode`` when it is split across
+    ranks: ``(row-block Parameter, RowSliceLookup)``; None when the table stays whole
+    ("batch_slice", or one rank)."""
+    if slice_mode == "batch_slice":
+        return None
+    comm = slicing_communicator(group)
+    if comm is None:
+        return None
+    if slice_mode != "table_row_slice":
+        raise NotImplementedError(f"EmbeddingLookup: slice_mode={slice_mode!r} is not "
+                                  f"implemented across ranks ({comm.size} here); use "
+                                  "'table_row_slice' (rows split over the ranks) or "
+                                  "'batch_slice' (the table replicated)")
+    from ..common.initializer import initializer
+    from ..nn.parameter import Parameter
+    part = row_slice(shape, comm.rank, comm.size)
+    full = initializer(param_init, shape, dtype, device="CPU")
+    table = Parameter(slice_table(full, part, home), device=home)
+    table.row_slice = part
+    return table, RowSliceLookup(part, comm, sparse=sparse)
+
+
 def slice_table(full, part, device=None):
     """Rows ``part`` of the full table ``full`` (a Tensor), as a new Tensor on ``device``.
 

@@ -26,6 +26,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..backend import dtypes, get_device
+from ..extension import extension
 from ..nn.cell import Cell
 from ..nn.parameter import Parameter
 from ..tensor import Tensor
@@ -63,8 +64,7 @@ def save_checkpoint(save_obj, ckpt_file_name, integrated_save=True, async_save=F
     """
     path = _checkpoint_path(ckpt_file_name)
     entries = _entries_from(save_obj, choice_func)
-    from ..parallel.sharding.checkpoint import layout_entries
-    entries += layout_entries(entries)      # sliced parameters (operator sharding) say how
+    entries += extension().checkpoint_entries(entries)   # e.g. how sliced parameters were cut
     entries += _append_entries(append_dict, {name for name, _ in entries})
     # host copies now, so that training may go on while an async save writes them
     snapshot = [(name, _host_value(value, copy=async_save)) for name, value in entries]

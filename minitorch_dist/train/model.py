@@ -14,11 +14,9 @@ batch; ``sink_size`` is ignored), which is also what MindSpore does on CPU.
 import warnings
 
 from ..autograd import no_grad
+from ..extension import extension
 from ..nn.cell import Cell
 from ..nn.wrappers import TrainOneStepCell, WithEvalCell, WithLossCell
-from ..parallel.pipeline import (PipelineCell, PipelineEvalCell, PipelineGradReducer,
-                                 replica_batches)
-from ..parallel.sharding.sharded_cell import ShardedCell, shards_operators
 from ..tensor import Tensor
 from .callback import CallbackList, CallbackParams, RunContext
 from .metrics import Loss, get_metrics
@@ -84,11 +82,8 @@ class Model:
                              "eval_network; pass one of them")
         self._train_network = self._build_train_network()
         self._eval_network, self._eval_indexes = self._build_eval_network(eval_network, eval_indexes)
+        # under semi/auto parallel every network call runs sharded (parallel/extension.py)
         self._predict_network = self._network
-        if shards_operators(self._network):   # evaluation and prediction run sharded too
-            if self._eval_network is not None and shards_operators(self._eval_network):
-                self._eval_network = ShardedCell(self._eval_network)
-            self._predict_network = ShardedCell(self._network)
 
     # ---- construction -------------------------------------------------------------------
     def _build_train_network(self):
@@ -100,7 +95,8 @@ class Model:
             if self._pipeline is not None and self._loss_fn is None:
                 # MindSpore builds its pipeline training cell here too: the reduction of a
                 # pipelined step (shared parameters across stages, replicas of a stage).
-                network.grad_reducer = PipelineGradReducer(self._optimizer.parameters)
+                network.grad_reducer = extension().model_wiring().pipeline_reducer(
+                    self._optimizer.parameters)
         return network
 
     def _build_eval_network(self, eval_network, eval_indexes):
@@ -116,7 +112,7 @@ class Model:
         if self._loss_fn is not None:
             return WithEvalCell(self._network, self._loss_fn), [0, 1, 2]
         if self._pipeline is not None and self._metric_fns:
-            return PipelineEvalCell(self._pipeline), [0, 1, 2]
+            return extension().model_wiring().pipeline_eval_cell(self._pipeline), [0, 1, 2]
         return None, None
 
     @property
@@ -163,7 +159,7 @@ class Model:
             raise ValueError(f"Model.train: sink_size must be -1 or a positive int, got {sink_size!r}")
         source = _BatchSource(dataset, epoch - initial_epoch, "train_dataset")
         if self._pipeline is not None:
-            source = replica_batches(source, self._pipeline, dataset)
+            source = extension().model_wiring().replica_batches(source, self._pipeline, dataset)
         net = self._train_network
         callbacks = CallbackList(callbacks)
         cb_params = CallbackParams(
@@ -318,7 +314,8 @@ class _BatchSource:
 
 def _pipeline_of(network):
     """The PipelineCell that ``network`` is, or None."""
-    return network if isinstance(network, PipelineCell) else None
+    wiring = extension().model_wiring()
+    return None if wiring is None else wiring.pipeline_of(network)
 
 
 def _as_batch(row, what):

@@ -14,6 +14,7 @@ import warnings
 from ... import ops
 from ...backend import dtypes
 from ...common.initializer import initializer
+from ...extension import extension
 from ..cell import Cell
 from ..parameter import Parameter
 from .basic import positive_int
@@ -104,19 +105,15 @@ class EmbeddingLookup(Cell):
         self.max_norm = None if max_norm is None else float(max_norm)
         self.vocab_cache_size = vocab_cache_size
         home = "CPU" if target == "CPU" else None
-        comm = _slicing_communicator(slice_mode, group)
         shape = [self.vocab_size, self.embedding_size]
-        if comm is None:
+        sliced = extension().sliced_embedding(slice_mode, shape, dtype, param_init, home, group,
+                                              self.sparse)
+        if sliced is None:
             table = initializer(param_init, shape, dtype, device=home)
             self.embedding_table = Parameter(table, device=home)
             self.lookup = ops.EmbeddingLookup(sparse=self.sparse)
-        else:
-            from ...parallel.embedding_slice import RowSliceLookup, row_slice, slice_table
-            part = row_slice(shape, comm.rank, comm.size)
-            full = initializer(param_init, shape, dtype, device="CPU")
-            self.embedding_table = Parameter(slice_table(full, part, home), device=home)
-            self.embedding_table.row_slice = part
-            self.lookup = RowSliceLookup(part, comm, sparse=self.sparse)
+        else:      # split across ranks (parallel/embedding_slice.py)
+            self.embedding_table, self.lookup = sliced
         if target == "CPU":
             self.lookup.set_device("CPU")
         if self.max_norm is not None:
@@ -130,20 +127,6 @@ class EmbeddingLookup(Cell):
     def extra_repr(self):
         return (f"vocab_size={self.vocab_size}, embedding_size={self.embedding_size}, "
                 f"target={self.target}, sparse={self.sparse}, slice_mode={self.slice_mode}")
-
-
-def _slicing_communicator(slice_mode, group):
-    """The communicator a row-sliced table is split over; None keeps the table whole."""
-    if slice_mode == "batch_slice":
-        return None
-    from ...parallel.embedding_slice import slicing_communicator
-    comm = slicing_communicator(group)
-    if comm is not None and slice_mode != "table_row_slice":
-        raise NotImplementedError(f"EmbeddingLookup: slice_mode={slice_mode!r} is not "
-                                  f"implemented across ranks ({comm.size} here); use "
-                                  "'table_row_slice' (rows split over the ranks) or "
-                                  "'batch_slice' (the table replicated)")
-    return comm
 
 
 class _ClipRows(Cell):

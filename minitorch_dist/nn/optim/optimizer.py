@@ -6,6 +6,7 @@ that holds the optimizer includes them. The network's own parameters are *not* r
 on the optimizer (they belong to the network); they are listed in ``optimizer.parameters``.
 """
 import math
+import weakref
 from time import perf_counter
 
 import numpy as np  # host scalars only (the step counter); update math uses the device's xp
@@ -20,7 +21,15 @@ from ..cell import Cell
 from ..parameter import Parameter, ParameterTuple
 from .schedules import LearningRateSchedule
 
-__all__ = ["Optimizer"]
+__all__ = ["Optimizer", "optimizers_holding"]
+
+_live = weakref.WeakSet()     # every optimizer alive, for ``optimizers_holding``
+
+
+def optimizers_holding(param):
+    """The live optimizers that update ``param``: when a parallel layer gives a parameter
+    a new shape (a slice), their state for it must follow."""
+    return [opt for opt in list(_live) if id(param) in opt._index_of]
 
 _GROUP_KEYS = ("params", "lr", "weight_decay")
 
@@ -88,6 +97,7 @@ class Optimizer(Cell):
         self._buffers = {}
         self._target = None
         self._target_device = None
+        _live.add(self)
 
     # ---- placement --------------------------------------------------------------------
     @property
@@ -134,6 +144,11 @@ class Optimizer(Cell):
         setattr(self, name, store)
         self._slots[name] = slots
         return store
+
+    def states_of(self, param):
+        """This optimizer's state tensors for ``param`` (one per slot: moments, ...)."""
+        i = self._index(param)
+        return [slots[i] for slots in self._slots.values()]
 
     def _slot(self, name, i, device):
         """The array of state ``name`` for parameter ``i``, moved to ``device`` if needed."""

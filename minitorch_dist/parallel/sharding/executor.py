@@ -3,6 +3,8 @@
 The rank calls the network's ``construct`` again, eagerly, on its own slices. A primitive
 hook sees every call, matches it to the traced node of the same call index, and:
 
+0. lets each parameter in through a mirror (``comm_ops.mirror``) over the ranks holding the
+   same slice, once per run, so that the copies' gradients are summed in the backward;
 1. moves each tensor input from the layout it has (a producer's output, a parameter's
    slice, the dataset's split) to the layout the node's strategy wants: ``redistribute``
    (local slice, AllGather, AllReduce, ReduceScatter, AllToAll — each an autograd primitive,
@@ -14,6 +16,7 @@ hook sees every call, matches it to the traced node of the same call index, and:
 
 Each step is written to the per-rank program listing (``…_execute_….ir``).
 """
+from ...nn.parameter import Parameter
 from ...ops.primitive import set_primitive_hook
 from .. import comm_ops
 from .layout import TensorLayout, group_ranks
@@ -37,6 +40,7 @@ class LocalRun:
         self.rank = program.rank
         self.layouts = layouts          # id(tensor) -> TensorLayout, the inputs and parameters
         self.keep = []
+        self.mirrored = {}              # id(parameter) -> the tensor that enters through a mirror
         self.calls = 0
         self.inside = False
         self.listing = listing
@@ -75,6 +79,7 @@ class LocalRun:
         shard_plan = self.program.plans[node.index]
         self.inside = True
         try:
+            inputs = [self.through_mirror(x) if isinstance(x, Parameter) else x for x in inputs]
             local = list(inputs)
             for i in node.tensor_positions():
                 have = self.layout_of(inputs[i], node, i)
@@ -91,6 +96,24 @@ class LocalRun:
         finally:
             self.inside = False
         return tuple(outs) if isinstance(out, tuple) else outs[0]
+
+    def through_mirror(self, param):
+        """``param`` as the computation sees it: through a mirror over the ranks holding the
+        same slice when there are several and it is trained, else itself."""
+        seen = self.mirrored.get(id(param))
+        if seen is not None:
+            return seen
+        layout = self.layouts.get(id(param))
+        tensor = param
+        if layout is not None and param.requires_grad and layout.replicated_axes():
+            ranks = group_ranks(layout.device_matrix, layout.replicated_axes(), self.rank)
+            tensor = comm_ops.mirror(param, group=self.program.group(ranks))
+            self.layouts[id(tensor)] = layout
+            self.keep.append(tensor)
+            if self.listing is not None and id(param) in self.listing.names:
+                self.listing.name(tensor, self.listing.names[id(param)])
+        self.mirrored[id(param)] = tensor
+        return tensor
 
     def move(self, tensor, have, want, node, position):
         steps = plan_redistribution(have, want)

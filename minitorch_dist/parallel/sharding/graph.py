@@ -2,8 +2,9 @@
 
 Operator sharding decides, before anything runs sharded, how every primitive call of the
 network is split. It needs the calls, their full (one-process) shapes and who feeds whom.
-``trace(network, full_inputs)`` runs ``construct`` once on full-size stand-ins (zeros
-with the inputs' full shapes), without the tape, and records each primitive call as a
+``trace(network, full_inputs)`` runs ``construct`` (or a function) once on full-size
+stand-ins (zeros with the inputs' full shapes; a parameter already sliced stands in at full
+size as a zero-stride view), without the tape, and records each primitive call as a
 ``Node``: its primitive, its inputs (graph inputs, parameters, earlier nodes' outputs, or
 constants), the shapes in and out, and the strategy the user gave with ``shard``.
 
@@ -16,12 +17,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...autograd import no_grad
-from ...nn.cell import set_cell_hook
+from ...nn.cell import Cell, set_cell_hook
+from ...nn.optim.optimizer import Optimizer
 from ...nn.parameter import Parameter
 from ...ops.primitive import set_primitive_hook
 from ...tensor import Tensor
+from .scope import trace_scope
 
-__all__ = ["Source", "Node", "Graph", "trace"]
+__all__ = ["Source", "Node", "Graph", "trace", "TrainingStepTraced"]
+
+
+class TrainingStepTraced(Exception):
+    """A trace reached a gradient computation or an optimizer: the traced callable is a
+    training step, not a network (internal: the caller then runs it as written)."""
 
 
 @dataclass(frozen=True)
@@ -107,9 +115,11 @@ def _dtype(t):
 class _Tracer:
     def __init__(self, network):
         # MindSpore's scope spelling: Default/network-WithLossCell/_backbone-Net
-        self.names = {id(child): attr for _, cell in network.cells_and_names()
-                      for attr, child in cell._cells.items()}
-        self.names[id(network)] = "network"
+        self.names = {}
+        if isinstance(network, Cell):
+            self.names = {id(child): attr for _, cell in network.cells_and_names()
+                          for attr, child in cell._cells.items()}
+            self.names[id(network)] = "network"
         self.scopes = ["Default"]
         self.sources = {}    # id(tensor) -> Source
         self.keep = []       # the traced tensors stay alive so that ids stay unique
@@ -117,6 +127,8 @@ class _Tracer:
         self.params = {}
 
     def cell_hook(self, cell, inputs, kwargs):
+        if isinstance(cell, Optimizer) or getattr(cell, "_runs_training_step", False):
+            raise TrainingStepTraced(type(cell).__name__)
         self.scopes.append(f"{self.names.get(id(cell), 'cell')}-{type(cell).__name__}")
         try:
             return cell.construct(*inputs, **kwargs)
@@ -131,7 +143,8 @@ class _Tracer:
             return known
         if isinstance(value, Parameter):
             self.params[value.name] = value
-            src = Source("param", name=value.name, shape=tuple(value.shape), dtype=_dtype(value))
+            src = Source("param", name=value.name, shape=tuple(_full_size(value).shape),
+                         dtype=_dtype(value))
         else:
             src = Source("tensor", shape=tuple(value.shape), dtype=_dtype(value))
         self.sources[id(value)] = src
@@ -139,8 +152,9 @@ class _Tracer:
         return src
 
     def primitive_hook(self, prim, inputs, attrs):
+        whole = tuple(_full_size(x) for x in inputs)
         with no_grad():
-            out = prim.run(*inputs, **attrs)
+            out = prim.run(*whole, **attrs)
         index = len(self.nodes)
         outs = out if isinstance(out, tuple) else (out,)
         for k, o in enumerate(outs):
@@ -149,7 +163,7 @@ class _Tracer:
             self.keep.append(o)
         srcs = tuple(self.source_of(x) for x in inputs)
         node = Node(index, prim, "/".join(self.scopes), srcs, dict(attrs),
-                    tuple(tuple(x.shape) if isinstance(x, Tensor) else None for x in inputs),
+                    tuple(tuple(x.shape) if isinstance(x, Tensor) else None for x in whole),
                     tuple(tuple(o.shape) for o in outs), tuple(_dtype(o) for o in outs),
                     strategy=prim.in_strategy, out_strategy=prim.out_strategy,
                     given=prim.in_strategy is not None)
@@ -168,19 +182,38 @@ def _flatten(values):
     return []
 
 
-def trace(network, full_inputs):
-    """The ``Graph`` of ``network`` called on ``full_inputs`` (Tensors of the full shapes;
-    their values do not matter). Nothing is recorded on the tape."""
+def _full_size(x):
+    """A sliced parameter at its full shape, as a zero-stride view of one zero."""
+    layout = getattr(x, "sharding_layout", None)
+    if layout is None or tuple(x.shape) == layout.shape:
+        return x
+    xp = x.device.xp
+    return Tensor._make(xp.broadcast_to(xp.zeros((), x.data.dtype), layout.shape), x.device)
+
+
+def trace(network, full_inputs, positions=None):
+    """The ``Graph`` of ``network`` (a Cell or a function) called on ``full_inputs``.
+
+    ``positions``: which arguments are the graph's tensor inputs (default: all of them);
+    the others are passed as they are. Tensors need only the full shapes; their values do
+    not matter. Nothing is recorded on the tape. Raises ``TrainingStepTraced`` when the call
+    computes gradients or runs an optimizer."""
+    positions = range(len(full_inputs)) if positions is None else positions
     tracer = _Tracer(network)
-    for i, x in enumerate(full_inputs):
-        tracer.sources[id(x)] = Source("input", index=i, shape=tuple(x.shape), dtype=_dtype(x))
+    inputs = [full_inputs[i] for i in positions]
+    for k, x in enumerate(inputs):
+        tracer.sources[id(x)] = Source("input", index=k, shape=tuple(x.shape), dtype=_dtype(x))
         tracer.keep.append(x)
     old_cell = set_cell_hook(tracer.cell_hook)
     old_prim = set_primitive_hook(tracer.primitive_hook)
     try:
-        out = tracer.cell_hook(network, full_inputs, {})
+        with trace_scope():
+            if isinstance(network, Cell):
+                out = tracer.cell_hook(network, tuple(full_inputs), {})
+            else:
+                out = network(*full_inputs)
     finally:
         set_cell_hook(old_cell)
         set_primitive_hook(old_prim)
     outputs = tuple(tracer.source_of(t) for t in _flatten(out))
-    return Graph(tracer.nodes, tuple(tuple(x.shape) for x in full_inputs), tracer.params, outputs)
+    return Graph(tracer.nodes, tuple(tuple(x.shape) for x in inputs), tracer.params, outputs)

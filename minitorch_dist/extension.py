@@ -1,0 +1,77 @@
+"""How a higher layer steps into the work of the lower ones: the parallel layer's way in.
+
+``nn``, ``train`` and ``gradients`` run single-process training by themselves. Parallel
+training changes a few of their decisions: how a network call runs (operator-sharded over
+ranks), how a training step reduces its gradients (data parallel, mirrors), which parameters
+a pipeline rank trains, what a checkpoint records about sliced parameters, and how ``Model``
+wraps a pipelined network. Those decisions are the methods of ``Extension`` below. The lower
+layers call ``extension()``; the defaults are the single-process answers. ``parallel``
+installs its subclass when it is imported (``minitorch_dist`` imports it), so a reader of
+``nn/`` meets no parallel code and a reader of ``parallel/`` sees every way in, in
+``parallel/extension.py``.
+
+>>> from minitorch_dist.extension import Extension, extension
+>>> isinstance(extension(), Extension)
+True
+"""
+
+__all__ = ["Extension", "extension", "install_extension"]
+
+
+class Extension:
+    """The single-process answers. Subclasses override what they change."""
+
+    # ---- calls ------------------------------------------------------------------------
+    def call_cell(self, cell, inputs, kwargs):
+        """Run ``cell`` on ``inputs`` (``Cell.__call__`` when no per-thread hook is set)."""
+        return cell.construct(*inputs, **kwargs)
+
+    def call_differentiated(self, fn, args):
+        """Run ``fn(*args)`` for ``value_and_grad`` (and so ``grad``, ``GradOperation``)."""
+        return fn(*args)
+
+    def check_primitive_call(self, prim):
+        """Called before a primitive with a sharding strategy runs outside any parallel
+        executor; the default accepts it (one process runs the whole operator)."""
+
+    # ---- training wrappers ------------------------------------------------------------
+    def train_step_reducer(self, weights, network):
+        """The gradient reduction of a ``TrainOneStepCell`` over ``weights``: a callable on
+        the gradient tuple, or None for none."""
+        return None
+
+    def stage_parameters(self, cell):
+        """The trainable parameters this process trains (``infer_param_pipeline_stage``)."""
+        return cell.trainable_params()
+
+    def model_wiring(self):
+        """How ``Model`` runs pipelined networks: an object with ``pipeline_of(network)``,
+        ``pipeline_reducer(parameters)``, ``pipeline_eval_cell(pipeline)`` and
+        ``replica_batches(source, pipeline, dataset)``, or None (no pipelines)."""
+        return None
+
+    def sliced_embedding(self, slice_mode, shape, dtype, param_init, home, group, sparse):
+        """``(table Parameter, lookup primitive)`` of an ``EmbeddingLookup`` table split across
+        ranks by ``slice_mode``, or None to keep it whole (always, in one process)."""
+        return None
+
+    # ---- checkpoints ------------------------------------------------------------------
+    def checkpoint_entries(self, entries):
+        """Extra ``(name, value)`` entries describing ``entries`` (e.g. slice layouts)."""
+        return []
+
+
+_installed = [Extension()]
+
+
+def extension():
+    """The installed ``Extension``."""
+    return _installed[0]
+
+
+def install_extension(ext):
+    """Install ``ext`` (an ``Extension``); returns the previous one."""
+    if not isinstance(ext, Extension):
+        raise TypeError(f"install_extension needs an Extension, got {type(ext).__name__}")
+    previous, _installed[0] = _installed[0], ext
+    return previous

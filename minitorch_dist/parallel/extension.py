@@ -1,0 +1,177 @@
+"""Every way the parallel layer enters the single-process code (``minitorch_dist/extension.py``).
+
+* **Network calls.** Under ``SEMI_AUTO_PARALLEL``/``AUTO_PARALLEL`` (without pipeline
+  stages) the outermost call of a network runs operator-sharded through a ``ShardedCall``
+  cached on it: a Cell called from a script, ``Model``'s networks, the network a
+  ``TrainOneStepCell`` or a user's ``GradOperation`` cell differentiates, the function given
+  to ``value_and_grad``, and functions under ``jit`` or ``AutoParallel``. A callable whose
+  trace reaches a gradient computation or an optimizer is a training step: it runs as
+  written, and the network calls inside it are the ones sharded.
+* **Strategies nobody runs.** A primitive with a sharding strategy that runs outside a
+  sharded call raises ``ShardingError`` naming it and the reason (a semi/auto job calling
+  it outside a network, a pipelined job, or a multi-rank job in another mode); in one
+  process outside semi/auto it runs whole, with a one-time warning.
+* **Training steps.** ``TrainOneStepCell`` reduces gradients with
+  ``DistributedGradReducer`` under data parallel; sharded networks need no reducer (their
+  parameters enter through mirrors).
+* **Pipelines**: which parameters a stage trains, and how ``Model`` runs a ``PipelineCell``.
+* **Checkpoints**: sliced parameters record their layouts.
+* ``nn.DistributedGradReducer``, ``nn.PipelineCell`` and ``nn.PipelineGradReducer`` are
+  added to ``nn`` here.
+"""
+import logging
+import weakref
+
+from .. import communication, nn
+from ..extension import Extension, install_extension
+from ..nn.cell import Cell
+from ..nn.optim.optimizer import Optimizer
+from .context import ParallelMode, get_auto_parallel_context, is_data_parallel
+from .embedding_slice import sliced_embedding
+from .grad_reducer import DistributedGradReducer
+from .pipeline import (PipelineCell, PipelineEvalCell, PipelineGradReducer, replica_batches)
+from .pipeline.membership import stage_parameters
+from .sharding.checkpoint import layout_entries
+from .sharding.graph import TrainingStepTraced
+from .sharding.rules import ShardingError
+from .sharding.scope import current_world, running, tracing
+from .sharding.sharded_call import ShardedCall
+from .sharding.sharded_cell import shards_operators
+
+logger = logging.getLogger("minitorch_dist")
+
+__all__ = ["ParallelExtension"]
+
+_SEMI_AUTO = (ParallelMode.SEMI_AUTO_PARALLEL, ParallelMode.AUTO_PARALLEL)
+_NOT_NETWORKS = (Optimizer, DistributedGradReducer, PipelineGradReducer, PipelineCell,
+                 PipelineEvalCell)
+_function_calls = weakref.WeakKeyDictionary()   # function -> its ShardedCall
+_steps = weakref.WeakSet()                      # functions found to be training steps
+_warned = weakref.WeakSet()                     # primitives warned about (one process)
+
+
+class _ModelWiring:
+    """What ``Model`` needs to run a ``PipelineCell``."""
+
+    @staticmethod
+    def pipeline_of(network):
+        return network if isinstance(network, PipelineCell) else None
+
+    pipeline_reducer = staticmethod(PipelineGradReducer)
+    pipeline_eval_cell = staticmethod(PipelineEvalCell)
+    replica_batches = staticmethod(replica_batches)
+
+
+class ParallelExtension(Extension):
+    """The parallel layer's answers (see the module docstring)."""
+
+    # ---- calls ------------------------------------------------------------------------
+    def call_cell(self, cell, inputs, kwargs):
+        if not shards_operators() or running() or _passes_through(cell):
+            return cell.construct(*inputs, **kwargs)
+        if kwargs:
+            raise ShardingError(f"{type(cell).__name__}: a sharded network takes its tensors as "
+                                f"positional arguments; got keyword arguments {sorted(kwargs)}")
+        call = cell.__dict__.get("_sharded_call")
+        if call is None:
+            call = ShardedCall(cell)
+            object.__setattr__(cell, "_sharded_call", call)
+        try:
+            return call(*inputs)
+        except TrainingStepTraced:
+            object.__setattr__(cell, "_runs_training_step", True)
+            return cell.construct(*inputs)
+
+    def call_differentiated(self, fn, args):
+        if not shards_operators():
+            return fn(*args)
+        if tracing():                # a trace reached a gradient: it traces a training step
+            raise TrainingStepTraced("value_and_grad")
+        return self.call_function(fn, args)
+
+    def call_function(self, fn, args):
+        """``fn(*args)``, sharded when ``fn`` is a network function (``jit``,
+        ``AutoParallel`` and ``value_and_grad`` come here)."""
+        target = getattr(fn, "__wrapped__", fn)   # GradOperation's seeding wrapper
+        if (not shards_operators() or running() or tracing() or isinstance(target, Cell)
+                or target in _steps):
+            return fn(*args)
+        call = _function_calls.get(target)
+        if call is None:
+            call = _function_calls[target] = ShardedCall(fn)
+        call.fn = fn
+        try:
+            return call(*args)
+        except TrainingStepTraced:
+            _steps.add(target)
+            return fn(*args)
+
+    def check_primitive_call(self, prim):
+        if running() or tracing():
+            return
+        split = any(n != 1 for s in prim.in_strategy for n in s)
+        mode = get_auto_parallel_context("parallel_mode")
+        strategy = f"strategy {prim.in_strategy}"
+        if mode in _SEMI_AUTO and get_auto_parallel_context("pipeline_stages") > 1:
+            if split:
+                raise ShardingError(
+                    f"{prim.name}: {strategy} cannot run here: operator sharding inside pipeline "
+                    f"stages (pipeline_stages={get_auto_parallel_context('pipeline_stages')}) is "
+                    "not implemented; remove the split or the pipeline stages")
+            return
+        if mode in _SEMI_AUTO:
+            raise ShardingError(
+                f"{prim.name}: {strategy} under {mode}, but it was called outside a network call "
+                "(a Cell, a function given to value_and_grad, jit or AutoParallel), where it "
+                "would run unsharded; call it from a Cell's construct or such a function")
+        world = current_world()
+        if split and world is not None and world.size > 1:
+            raise ShardingError(
+                f"{prim.name}: {strategy} is set but parallel_mode is {mode!r}, so each of the "
+                f"{world.size} ranks would run the whole operator (replicated, not sharded); set "
+                "ms.set_auto_parallel_context(parallel_mode='semi_auto_parallel') (or "
+                "'auto_parallel'), or remove the strategy")
+        if split and prim not in _warned:
+            _warned.add(prim)
+            logger.warning("%s: %s is ignored: parallel_mode is %s and this is one process, "
+                           "which runs the whole operator", prim.name, strategy, mode)
+
+    # ---- training wrappers ------------------------------------------------------------
+    def train_step_reducer(self, weights, network):
+        if shards_operators() or getattr(network, "_runs_sharded", False) \
+                or not is_data_parallel():
+            return None       # one process, or sharded (parameters enter through mirrors)
+        if not communication.GlobalComm.INITED:
+            raise RuntimeError("TrainOneStepCell: data-parallel mode is set but the "
+                               "communication is not initialized; call "
+                               "minitorch_dist.communication.init() first")
+        if communication.get_group_size() == 1:
+            return None
+        reducer = DistributedGradReducer(weights)
+        if get_auto_parallel_context("parameter_broadcast"):
+            reducer.broadcast_parameters()
+        return reducer
+
+    def stage_parameters(self, cell):
+        return stage_parameters(cell)
+
+    def model_wiring(self):
+        return _ModelWiring
+
+    def sliced_embedding(self, *args):
+        return sliced_embedding(*args)
+
+    # ---- checkpoints ------------------------------------------------------------------
+    def checkpoint_entries(self, entries):
+        return layout_entries(entries)
+
+
+def _passes_through(cell):
+    return (isinstance(cell, _NOT_NETWORKS) or getattr(cell, "_runs_training_step", False)
+            or getattr(cell, "_runs_sharded", False))
+
+
+nn.DistributedGradReducer = DistributedGradReducer
+nn.PipelineCell = PipelineCell
+nn.PipelineGradReducer = PipelineGradReducer
+install_extension(ParallelExtension())

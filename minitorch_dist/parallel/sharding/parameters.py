@@ -1,0 +1,54 @@
+"""Giving a parameter its slice: each rank keeps only its block, and optimizer state follows.
+
+Every configuration must start from the weights one process would have drawn:
+
+* a parameter with values (made the usual way) takes its block of rank 0's values, which
+  are broadcast first, since processes that did not call ``set_seed`` alike drew different
+  weights;
+* a parameter made under ``nn.utils.no_init_parameters`` has no values yet: it draws only
+  its block, from the random stream the full tensor would have used (rank 0's stream state
+  is broadcast first), so no rank ever holds a full-size copy.
+
+The parameter then carries ``sharding_layout`` (its ``TensorLayout``, full shape included)
+and ``sharding_rank``; checkpoints record them (``checkpoint.layout_entries``). Every live
+optimizer holding the parameter slices its state the same way.
+"""
+from ...backend import get_device
+from ...nn.optim.optimizer import optimizers_holding
+from ..comm_ops import communicator_for
+
+__all__ = ["slice_parameter"]
+
+
+def slice_parameter(param, layout, rank, comm, optimizer=None):
+    """Cut ``param`` (full-size, or deferred) to ``layout``'s block for ``rank``; a
+    parameter sliced already keeps its layout (the executor redistributes from it)."""
+    if getattr(param, "sharding_layout", None) is not None:
+        return
+    index = layout.slice_for(rank)
+    if getattr(param, "deferred_init", None) is not None:
+        _share_stream(param, comm)
+        param.init_data(index)
+    else:
+        if comm is not None and comm.size > 1:
+            param.data = param.device.xp.ascontiguousarray(param.data)
+            communicator_for(comm, param.device).broadcast(param.data, root=0)
+        param.data = param.data[index].copy()   # a new shape: set_data keeps shapes
+    param.sharding_layout, param.sharding_rank = layout, rank
+    holders = list(optimizers_holding(param))
+    if optimizer is not None and optimizer not in holders:
+        holders.append(optimizer)
+    for opt in holders:
+        for state in opt.states_of(param):
+            if tuple(state.shape) == layout.shape:
+                state.data = state.data[index].copy()
+                state.sharding_layout, state.sharding_rank = layout, rank
+
+
+def _share_stream(param, comm):
+    """Every rank draws from rank 0's stream state (a few words, not the tensor)."""
+    if comm is None or comm.size == 1:
+        return
+    words = param.deferred_init.stream_words()
+    communicator_for(comm, get_device("CPU")).broadcast(words, root=0)
+    param.deferred_init.set_stream_words(words)
