@@ -17,35 +17,38 @@ imported (``backend/__init__.py`` calls :func:`ensure_applied`); :func:`blas_inf
 which library was found and its count.
 
 **Small products stay off the thread pool** (:func:`product_threads`, used by MatMul,
-BatchMatMul and Conv2D): below :data:`SMALL_PRODUCT_FLOPS` multiply-adds waking the BLAS's
-other threads costs more than they give; mid-sized products take one thread or all,
-whichever was measured faster for their size in this process, so a busy machine (where a
-thread that is not scheduled makes the others wait: a 32x784 @ 784x512 product took 0.36 ms
-on one thread and 11-47 ms on two while other processes ran) and a quiet one (where two
-threads nearly halve it) both get the faster choice. OpenBLAS's own cut-off
-(m*n*k < 262,144) only covers far smaller products.
+BatchMatMul and Conv2D): below :data:`SMALL_PRODUCT_FLOPS` multiply-adds (m*n*k < 2^23, e.g.
+Wide&Deep's example MLP, 500x312 @ 312x64) a product runs on one thread. Measured on this
+2-core machine: quiet, two threads take 0.5-0.8x of one thread's time from 2^20 up (about
+1.0x below 2^19); with one other busy process, a two-thread product is usually 0.5-0.6x but
+now and then 8-100x (the second thread is not scheduled and the first waits for it), which
+is how single-process examples ran 3-10x slower with the default threads. The cut-off gives
+up at most 0.3 ms per product on a quiet machine to remove those stalls from the small
+products; a machine that is busy all the time is better off with ``num_threads=1``.
+OpenBLAS's own cut-off (m*n*k < 262,144) covers only far smaller products.
 
-**Bit-identical results across thread counts.** OpenBLAS's GEMM splits the output's rows
-and columns between threads, never the inner (k) dimension, so each output element is summed
-in the same order whatever the count: matrix products, convolutions (im2col + GEMM) and the
-C++ kernels (each row is computed by one thread) give the same bits at 1, 2 or N threads on
-the same machine and library. That is a property of the library, not a promise: a different
-OpenBLAS build or core type (its kernel choice follows the CPU) or MKL (whose
-conditional-numerical-reproducibility mode is off by default) may change the summation order
-and the last bits. ``python_tests/test_threads.py`` checks it for the installed library.
+**Bit-identical results across thread counts.** With the OpenBLAS NumPy ships (0.3.x),
+every count from 2 up gives the same bits: the threaded driver splits the output's rows and
+columns between threads, never the inner (k) dimension, so each output element is summed in
+the same order. One thread is different: OpenBLAS's single-threaded driver blocks k in
+other places, and for some shapes (here k = 600 or 700, not 512, 640, 768 or 1024) float32
+and float64 products differ from the threaded ones in the last bits. So results are
+bit-identical across 2..N threads, and also between 1 and N for products under the
+small-product cut-off (they run on one thread whatever the count), but not in general
+between ``num_threads=1`` and more. The C++ kernels compute each row on one thread and give
+the same bits at any count. Another OpenBLAS build, another CPU (kernel choice follows the
+core type) or MKL may differ. ``python_tests/test_threads.py`` checks these statements
+against the installed library.
 """
 import contextlib
 import ctypes
 import os
 import threading
-import time
 
 __all__ = ["physical_cores", "default_num_threads", "set_num_threads", "get_num_threads",
-           "ensure_applied", "product_threads", "blas_info", "SMALL_PRODUCT_FLOPS",
-           "LARGE_PRODUCT_FLOPS"]
+           "ensure_applied", "product_threads", "blas_info", "SMALL_PRODUCT_FLOPS"]
 
-SMALL_PRODUCT_FLOPS = 1 << 19      # m*n*k below this: one thread (see product_threads)
-LARGE_PRODUCT_FLOPS = 1 << 28      # from this up: every thread in force
+SMALL_PRODUCT_FLOPS = 1 << 23      # m*n*k below this: one thread (see product_threads)
 ENV_VARIABLES = ("MINITORCH_DIST_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                  "MKL_NUM_THREADS")
 _LAUNCHER_SIZE_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_SIZE",
@@ -244,64 +247,16 @@ def ensure_applied():
                 _apply(requested if requested is not None else default_num_threads())
 
 
-class _Tuner:
-    """Picks one thread or all of them for mid-sized products, by timing both.
-
-    Products are grouped by size (half-octaves of m*n*k). In each group the first
-    ``2 * TRIALS`` calls alternate one thread and the full count; after that the group uses
-    whichever took less time per multiply-add (median), and every ``RECHECK`` calls it
-    times both again, so a machine that becomes busy (or quiet) is noticed.
-    """
-
-    TRIALS = 4
-    RECHECK = 256
-
-    def __init__(self):
-        self.groups = {}
-
-    def choose(self, flops, full):
-        """(threads to use, group key) for a product of ``flops`` multiply-adds."""
-        key = flops.bit_length() * 2 + ((flops >> max(flops.bit_length() - 2, 0)) & 1)
-        group = self.groups.get(key)
-        if group is None:
-            group = self.groups[key] = {"calls": 0, 1: [], full: [], "best": None}
-        calls = group["calls"]
-        group["calls"] = calls + 1
-        phase = calls % self.RECHECK
-        if phase < 2 * self.TRIALS:
-            if phase == 0:
-                group[1], group[full] = [], []
-            return (1 if phase % 2 else full), key
-        if group["best"] is None or phase == 2 * self.TRIALS:
-            one, many = sorted(group[1]), sorted(group[full])
-            group["best"] = 1 if one and many and one[len(one) // 2] <= many[len(many) // 2] else full
-        return group["best"], key
-
-    def record(self, key, count, seconds_per_flop):
-        group = self.groups[key]
-        if count in group and len(group[count]) < self.TRIALS:
-            group[count].append(seconds_per_flop)
-
-
-_TUNER = _Tuner()
-
-
 @contextlib.contextmanager
 def product_threads(flops):
     """Run a matrix product of ``flops`` multiply-adds (m*n*k) on the threads that pay.
 
-    * below :data:`SMALL_PRODUCT_FLOPS` (2^19): one thread. Waking a second thread costs
-      about what the product does (measured here, a quiet machine: 32x128x128 took the same
-      on 1 and 2 threads);
-    * from :data:`LARGE_PRODUCT_FLOPS` (2^28, ~10 ms of a core) up: every thread in force;
-    * in between, whichever a :class:`_Tuner` measured faster for products of that size:
-      on a quiet machine two threads nearly halve a 64x784x512 product, while on a busy one
-      a second thread that is not scheduled makes the first wait (0.36 ms on one thread
-      against 11-47 ms on two).
-
-    A no-op when one thread is in force. The BLAS's count is process-wide, so a thread rank
-    (``communication.run_ranks``) computing at the same moment may see the other count; the
-    results do not change (see the module docstring), only the speed.
+    Below :data:`SMALL_PRODUCT_FLOPS` (2^23, about 0.25 ms of one core here) the product
+    runs on one thread, above it on every thread in force. The choice depends on the size
+    alone, so a given product always runs the same way in a process (OpenBLAS's one-thread
+    and threaded drivers may round differently; see the module docstring). A no-op when one
+    thread is in force. The BLAS's count is process-wide: a thread rank
+    (``communication.run_ranks``) computing at the same moment may see one thread.
 
     >>> with product_threads(10):
     ...     pass
@@ -309,20 +264,11 @@ def product_threads(flops):
     if _state["applied"] is None:
         ensure_applied()
     full = _state["applied"]
-    if full <= 1 or flops >= LARGE_PRODUCT_FLOPS or _blas()._set is None:
+    if full <= 1 or flops >= SMALL_PRODUCT_FLOPS or _blas()._set is None:
         yield
         return
-    if flops < SMALL_PRODUCT_FLOPS:
-        count, key = 1, None
-    else:
-        count, key = _TUNER.choose(int(flops), full)
-    if count != full:
-        _blas().set(count)
-    start = time.perf_counter()
+    _blas().set(1)
     try:
         yield
     finally:
-        if key is not None:
-            _TUNER.record(key, count, (time.perf_counter() - start) / flops)
-        if count != full:
-            _blas().set(full)
+        _blas().set(full)

@@ -1,0 +1,113 @@
+"""The thread policy (backend/threads.py, issue 18 item 5)."""
+import numpy as np
+import pytest
+
+import minitorch_dist as ms
+from minitorch_dist import ops
+from minitorch_dist.backend import threads
+
+
+@pytest.fixture
+def restore_threads():
+    yield
+    threads.set_num_threads(None)
+    ms.set_context(num_threads=None)
+
+
+def test_default_follows_environment_then_launcher_then_cores():
+    assert threads.default_num_threads({"OMP_NUM_THREADS": "3"}) == 3
+    assert threads.default_num_threads({"MINITORCH_DIST_NUM_THREADS": "2",
+                                        "OMP_NUM_THREADS": "5"}) == 2
+    assert threads.default_num_threads({"OPENBLAS_NUM_THREADS": "4,2"}) == 4
+    # a launcher's ranks share the cores: one thread each
+    assert threads.default_num_threads({"OMPI_COMM_WORLD_SIZE": "4"}) == 1
+    assert threads.default_num_threads({"PMI_SIZE": "2"}) == 1
+    # a variable the launcher set wins over the launcher rule
+    assert threads.default_num_threads({"PMI_SIZE": "2", "OMP_NUM_THREADS": "2"}) == 2
+    # nothing set, one process: physical cores; bad values are ignored
+    assert threads.default_num_threads({}) == threads.physical_cores()
+    assert threads.default_num_threads({"OMP_NUM_THREADS": "many"}) == threads.physical_cores()
+    assert threads.default_num_threads({"OMP_NUM_THREADS": "0"}) == threads.physical_cores()
+
+
+def test_physical_cores_within_affinity():
+    import os
+    cores = threads.physical_cores()
+    assert 1 <= cores <= len(os.sched_getaffinity(0))
+
+
+def test_set_context_num_threads_reaches_the_blas(restore_threads):
+    info = threads.blas_info()
+    if info["name"] is None:
+        pytest.skip("no OpenBLAS/MKL found among the loaded libraries")
+    ms.set_context(num_threads=1)
+    assert threads.blas_info()["threads"] == 1
+    assert threads.get_num_threads() == 1
+    assert ms.get_context("num_threads") == 1
+    ms.set_context(num_threads=None)
+    assert threads.get_num_threads() == threads.default_num_threads()
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+def test_bad_num_threads_is_rejected(bad, restore_threads):
+    with pytest.raises(ValueError, match="num_threads"):
+        ms.set_context(num_threads=bad)
+
+
+def test_small_products_run_on_one_thread(restore_threads):
+    if threads.blas_info()["name"] is None:
+        pytest.skip("no BLAS to set")
+    threads.set_num_threads(2)
+    with threads.product_threads(1000):
+        assert threads.blas_info()["threads"] == 1
+    assert threads.blas_info()["threads"] == 2
+    with threads.product_threads(threads.SMALL_PRODUCT_FLOPS):
+        assert threads.blas_info()["threads"] == 2
+    # an exception inside still restores the count
+    with pytest.raises(RuntimeError):
+        with threads.product_threads(10):
+            raise RuntimeError("boom")
+    assert threads.blas_info()["threads"] == 2
+
+
+def _products():
+    rng = np.random.default_rng(3)
+    a = ms.Tensor(rng.standard_normal((300, 700)).astype(np.float32), requires_grad=True)
+    b = ms.Tensor(rng.standard_normal((700, 500)).astype(np.float32), requires_grad=True)
+    x = ms.Tensor(rng.standard_normal((8, 32, 16, 16)).astype(np.float32), requires_grad=True)
+    w = ms.Tensor(rng.standard_normal((64, 32, 3, 3)).astype(np.float32), requires_grad=True)
+    y = ops.MatMul()(a, b)
+    y.backward(ms.Tensor(np.ones(y.shape, np.float32)))
+    z = ops.conv2d(x, w, padding=1)
+    z.backward(ms.Tensor(np.ones(z.shape, np.float32)))
+    return [t.asnumpy() for t in (y, a.grad, b.grad, z, x.grad, w.grad)]
+
+
+def test_results_bit_identical_from_two_threads_up(restore_threads):
+    if threads.blas_info()["name"] != "openblas":
+        pytest.skip("the documented behaviour is OpenBLAS's")
+    runs = []
+    for count in (2, 3, 4):
+        ms.set_context(num_threads=count)
+        runs.append(_products())
+    for other in runs[1:]:
+        for mine, theirs in zip(runs[0], other):
+            np.testing.assert_array_equal(mine, theirs)
+
+
+def test_one_thread_may_differ_but_small_products_do_not(restore_threads):
+    """The documented exception: OpenBLAS's one-thread driver sums k=700 differently."""
+    if threads.blas_info()["name"] != "openblas":
+        pytest.skip("the documented behaviour is OpenBLAS's")
+    rng = np.random.default_rng(0)
+    big = [rng.standard_normal(s).astype(np.float32) for s in ((256, 700), (700, 256))]
+    small = [rng.standard_normal(s).astype(np.float32) for s in ((16, 700), (700, 64))]
+    out = {}
+    for count in (1, 2):
+        ms.set_context(num_threads=count)
+        out[count] = [ops.MatMul()(ms.Tensor(a), ms.Tensor(b)).asnumpy() for a, b in (big, small)]
+    # 16*700*64 is under the cut-off: one thread at either count, the same bits
+    assert 16 * 700 * 64 < threads.SMALL_PRODUCT_FLOPS
+    np.testing.assert_array_equal(out[1][1], out[2][1])
+    # the large product is allowed to differ, but only in rounding
+    np.testing.assert_allclose(out[1][0], out[2][0], rtol=1e-5, atol=1e-4)
