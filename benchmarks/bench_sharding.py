@@ -38,7 +38,7 @@ The figures, per strategy and N:
    every sub-communicator of the program's ``GroupCache``, over one step after the first),
    next to two predictions:
 
-   * *from the layouts* (``layout_bytes``): walk the traced graph and each node's
+   * *from the layouts* (``predicted_step_bytes``): walk the traced graph and each node's
      ``ShardPlan``: every redistribution between a tensor's layout and the layout its
      consumer wants (``plan_redistribution`` + ``plan_cost``, and the reverse collective in
      the backward when a gradient flows back through it), each operator's own forward
@@ -103,9 +103,7 @@ import minitorch_dist as ms  # noqa: E402
 from minitorch_dist import Tensor, nn, ops  # noqa: E402
 from minitorch_dist.communication import run_ranks  # noqa: E402
 from minitorch_dist.nn.parameter import Parameter  # noqa: E402
-from minitorch_dist.parallel.sharding import plan_cost, plan_redistribution  # noqa: E402
-from minitorch_dist.parallel.sharding.layout import TensorLayout  # noqa: E402
-from minitorch_dist.parallel.sharding.propagation import input_layout, output_layout  # noqa: E402
+from minitorch_dist.parallel.sharding.traffic import predicted_step_bytes  # noqa: E402
 from minitorch_dist.parallel.sharding.sharded_cell import ShardedCell  # noqa: E402
 
 LR, MOMENTUM = 0.01, 0.9
@@ -184,86 +182,6 @@ def parameter_fractions(dp, mp, sizes):
     return 1 / mp, (split / mp + O) / (split + O)
 
 
-def _backward_bytes(step, itemsize):
-    """What the backward of one redistribution step sends (its adjoint collective)."""
-    out = math.prod(step.out_shape) * itemsize
-    n = step.group_size
-    if step.kind == "all_reduce":
-        return math.prod(step.local_shape) * itemsize
-    if step.kind in ("all_gather", "all_to_all"):     # ReduceScatter / AllToAll of the gradient
-        return out // n * (n - 1)
-    if step.kind == "reduce_scatter":                 # AllGather of the gradient block
-        return out
-    return 0                                          # slice, mask: local
-
-
-def layout_bytes(sharded):
-    """Bytes one rank sends per training step, predicted from the layouts of a prepared
-    ``ShardedCell`` (module docstring). Returns ``{category: bytes}`` with the categories
-    ``redistribution_fwd``, ``redistribution_bwd``, ``operator_fwd``, ``operator_bwd``,
-    ``mirror`` and their ``total``."""
-    program = sharded.program
-    graph, plans, world = program.graph, program.plans, program.world
-    found = dict.fromkeys(("redistribution_fwd", "redistribution_bwd", "operator_fwd",
-                           "operator_bwd", "mirror"), 0)
-    grad = {}                                      # node index -> its output needs a gradient
-
-    def needs_grad(src):
-        if src.kind == "param":
-            return graph.params[src.name].requires_grad
-        return src.kind == "node" and grad[src.node]
-
-    def move(have, want, itemsize, backward):
-        steps = plan_redistribution(have, want)
-        found["redistribution_fwd"] += plan_cost(steps, itemsize)
-        if backward:
-            found["redistribution_bwd"] += sum(_backward_bytes(s, itemsize) for s in steps)
-
-    for node in graph.nodes:
-        shard_plan = plans[node.index]
-        flows = False
-        for i in node.tensor_positions():
-            src = node.inputs[i]
-            shape = node.in_shapes[i]
-            if src.kind == "input":
-                have = sharded._input_layouts[src.index]
-            elif src.kind == "param":
-                have = graph.params[src.name].sharding_layout
-            elif src.kind == "node":
-                have = output_layout(plans[src.node], src.index, shape)
-            else:                                  # a tensor made inside construct: whole
-                have = TensorLayout((world,), (-1,) * len(shape), shape)
-            itemsize = np.dtype(src.dtype or "float32").itemsize
-            move(have, input_layout(shard_plan, i, shape), itemsize, needs_grad(src))
-            flows = flows or needs_grad(src)
-        grad[node.index] = flows
-        for step in shard_plan.forward_comm:
-            layout = output_layout(shard_plan, step.output, node.out_shapes[step.output])
-            itemsize = np.dtype(node.out_dtypes[step.output] or "float32").itemsize
-            local = math.prod(layout.local_shape()) * itemsize
-            n = math.prod(shard_plan.device_matrix[len(shard_plan.device_matrix) - 1 - a]
-                          for a in step.axes)
-            if step.kind == "all_reduce":
-                fwd = local
-                bwd = 2 * local if step.op in ("max", "min") else local
-            else:                                  # reduce_scatter of an n-times larger block
-                fwd, bwd = local * (n - 1), local
-            found["operator_fwd"] += fwd
-            found["operator_bwd"] += bwd if flows else 0
-    for src in graph.outputs:                      # ShardedCell._finish gathers the outputs
-        if src.kind == "node":
-            have = output_layout(plans[src.node], src.index, src.shape)
-            if not have.is_replicated():
-                whole = TensorLayout((world,), (-1,) * len(src.shape), src.shape)
-                move(have, whole, np.dtype(src.dtype or "float32").itemsize, grad[src.node])
-    for param in graph.params.values():
-        layout = param.sharding_layout
-        if param.requires_grad and layout is not None and layout.replicated_axes():
-            found["mirror"] += math.prod(layout.local_shape()) * param.data.dtype.itemsize
-    found["total"] = sum(found.values())
-    return found
-
-
 def ring_bytes(communicators):
     """The counted calls converted to a ring implementation's bytes through one rank's link."""
     total = 0.0
@@ -324,7 +242,7 @@ def sharded(n, dp_mp, sizes, weights, batches, steps, timeout=300.0):
         comm.barrier()
         elapsed = time.perf_counter() - start
         return {"losses": losses, "counted": counted, "ring": ring, "by_group": by_group,
-                "layout": layout_bytes(cell), "held": held, "opt_state": state,
+                "layout": predicted_step_bytes(cell.program), "held": held, "opt_state": state,
                 "step_s": elapsed / steps,
                 "strategies": {node.name: node.strategy for node in cell.program.graph.nodes}}
 

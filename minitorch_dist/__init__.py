@@ -18,6 +18,7 @@ from .row_tensor import RowTensor
 from .autograd import no_grad, enable_grad, is_grad_enabled
 from . import ops
 from .gradients import grad, value_and_grad
+from .jit_compile import jit, JitConfig
 from .placement import placement_report, reset_placement_stats
 from .dlpack import from_dlpack
 from . import nn, common, dataset
@@ -26,7 +27,7 @@ from . import train
 from .train import (Model, save_checkpoint, load_checkpoint, load_param_into_net)
 from .parallel.context import (ParallelMode, set_auto_parallel_context,
                                get_auto_parallel_context, reset_auto_parallel_context)
-from . import communication, parallel
+from . import communication, parallel, runtime
 from .parallel import DistOpt
 
 __version__ = "0.1.0"

@@ -30,6 +30,10 @@ class Extension:
         """Run ``fn(*args)`` for ``value_and_grad`` (and so ``grad``, ``GradOperation``)."""
         return fn(*args)
 
+    def call_function(self, fn, args):
+        """Run ``fn(*args)`` for ``jit`` and ``AutoParallel``."""
+        return fn(*args)
+
     def check_primitive_call(self, prim):
         """Called before a primitive with a sharding strategy runs outside any parallel
         executor; the default accepts it (one process runs the whole operator)."""

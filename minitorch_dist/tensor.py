@@ -48,6 +48,7 @@ class Tensor:
     __slots__ = ("data", "device", "requires_grad", "grad", "grad_fn", "_out_index",
                  "__weakref__", "__dict__")
     __array_priority__ = 100  # numpy_array + tensor defers to Tensor.__radd__
+    deferred_init = None      # values drawn later (common/deferred_init.py, no_init_parameters)
 
     def __init__(self, input_data=None, dtype=None, device=None, requires_grad=False):
         dev = get_device(device)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ..backend import dtypes
-from ..random import rng
+from .deferred_init import DeferredInit, deferring, draw_source as rng
 from ..tensor import Tensor
 
 __all__ = ["initializer", "Initializer", "Normal", "Uniform", "Zero", "One", "Constant",
@@ -55,6 +55,8 @@ class Normal(Initializer):
 
 class TruncatedNormal(Initializer):
     """Normal(0, sigma) redrawn outside two standard deviations."""
+
+    draws_in_order = False     # redraws depend on the whole tensor: deferred draws are whole
 
     def __init__(self, sigma=0.01):
         self.sigma = sigma
@@ -176,4 +178,14 @@ def initializer(init, shape=None, dtype=dtypes.float32, device=None):
         raise TypeError(f"initializer expects a name, an Initializer, a number or a Tensor, got {init!r}")
     elif not isinstance(init, Initializer):
         init = Constant(init)
+    if deferring() and not isinstance(init, Constant):
+        return _deferred_tensor(init, shape, dtype, device)
     return Tensor(init(shape, dtype), device=device)
+
+
+def _deferred_tensor(init, shape, dtype, device):
+    """A tensor of ``shape`` with no memory that draws its values later (no_init_parameters)."""
+    t = Tensor(np.zeros((), dtype), device=device)
+    t.data = t.device.xp.broadcast_to(t.data, shape)
+    t.deferred_init = DeferredInit(init, shape, dtype)
+    return t

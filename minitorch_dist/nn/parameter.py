@@ -13,9 +13,18 @@ class Parameter(Tensor):
     ('w', (2, 3), True)
     """
 
+    deferred_init = None        # how to draw the values later (nn.utils.no_init_parameters)
+
     def __init__(self, default_input, name=None, requires_grad=True, layerwise_parallel=False,
                  parallel_optimizer=True, device=None):
-        if isinstance(default_input, Tensor):
+        deferred = getattr(default_input, "deferred_init", None)
+        if deferred is not None:
+            dev = default_input.device if device is None else get_device(device)
+            xp = dev.xp
+            self.data = xp.broadcast_to(xp.zeros((), default_input.data.dtype), deferred.shape)
+            self.device, self.deferred_init = dev, deferred
+            self.grad, self.grad_fn, self._out_index = None, None, 0
+        elif isinstance(default_input, Tensor):
             src = default_input.device
             dev = src if device is None else get_device(device)
             data = default_input.data.copy() if dev is src else dev.copy_from(default_input.data, src)
@@ -46,6 +55,16 @@ class Parameter(Tensor):
             if owner is not None:
                 owner.bytes_in += self.data.nbytes
         self._unplaced = False
+        return self
+
+    def init_data(self, index=None):
+        """Draw the values of a parameter made under ``no_init_parameters`` (all of them, or
+        the block ``index``, a tuple of slices); returns self. A no-op once drawn."""
+        deferred = self.deferred_init
+        if deferred is not None:
+            values = deferred.draw(index)
+            self.data = self.device.xp.asarray(values) if not self.device.is_host else values
+            self.deferred_init = None
         return self
 
     def add_pipeline_stage(self, stage):

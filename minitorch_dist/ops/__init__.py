@@ -24,3 +24,4 @@ from . import functional
 from .. import tensor as _tensor
 
 _tensor.F = functional
+from ..gradients import grad, value_and_grad   # ops.value_and_grad, ops.grad: MindSpore's aliases

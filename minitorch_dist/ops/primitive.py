@@ -197,6 +197,8 @@ class Primitive:
         requires = False
         for x in inputs:
             if isinstance(x, Tensor):
+                if x.deferred_init is not None:   # made under no_init_parameters, first use
+                    x.init_data()
                 if x.device is not device:
                     if getattr(x, "_unplaced", False):
                         x.place_on(device, owner=self)   # a new Parameter settles where it is used

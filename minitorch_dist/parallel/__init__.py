@@ -14,9 +14,13 @@ from .sharding.checkpoint import merge_sharded_checkpoints
 from .sharding.sharded_cell import ShardedCell
 from .embedding_checkpoint import merge_row_sliced_checkpoints
 from . import extension as _extension   # noqa: F401  (plugs the parallel layer into nn and train)
+from . import auto_parallel, nn
+from .auto_parallel import AutoParallel
+from .nn import Pipeline
 
 __all__ = ["ParallelMode", "set_auto_parallel_context", "get_auto_parallel_context",
            "reset_auto_parallel_context", "DistOpt", "DIST_OPTIONS", "DistributedGradReducer",
            "DynamicLossScale", "pipeline", "PipelineCell", "PipelineGradReducer",
            "pipeline_data_shard", "merge_pipeline_checkpoints", "sharding", "ShardedCell",
-           "merge_sharded_checkpoints", "merge_row_sliced_checkpoints"]
+           "merge_sharded_checkpoints", "merge_row_sliced_checkpoints", "AutoParallel",
+           "Pipeline", "auto_parallel", "nn"]

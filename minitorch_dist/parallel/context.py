@@ -8,6 +8,9 @@
 """
 
 
+from ..thread_state import ThreadState
+
+
 class ParallelMode:
     """The parallel modes (MindSpore's string values)."""
 
@@ -37,6 +40,8 @@ _DEFAULTS = {
 _SEARCH_MODES = ("sharding_propagation", "dynamic_programming", "recursive_programming")
 PIPELINE_SCHEDULERS = ("1f1b", "gpipe")
 _context = dict(_DEFAULTS)
+# ``AutoParallel`` sets options for the calls it wraps only, per thread (ranks as threads)
+_scoped = ThreadState(options=None)
 
 
 def _check_pipeline_config(value):
@@ -107,8 +112,30 @@ def set_auto_parallel_context(**kwargs):
 def get_auto_parallel_context(key):
     if key not in _DEFAULTS:
         raise ValueError(f"unknown auto-parallel option {key!r}; expected one of {sorted(_DEFAULTS)}")
-    value = _context[key]
+    scoped = _scoped.options
+    value = scoped[key] if scoped is not None and key in scoped else _context[key]
     return dict(value) if isinstance(value, dict) else value
+
+
+class auto_parallel_scope:
+    """``with auto_parallel_scope(parallel_mode=..., ...):`` the options hold on this thread
+    inside the block, over the global context (``AutoParallel`` runs its calls so)."""
+
+    def __init__(self, **options):
+        for key, value in options.items():
+            _check(key, value)
+        if "pipeline_config" in options:
+            options["pipeline_config"] = _check_pipeline_config(options["pipeline_config"])
+        self.options = options
+
+    def __enter__(self):
+        self.previous = _scoped.options
+        _scoped.options = dict(self.previous or {}, **self.options)
+        return self
+
+    def __exit__(self, *exc):
+        _scoped.options = self.previous
+        return False
 
 
 def reset_auto_parallel_context():
@@ -118,4 +145,5 @@ def reset_auto_parallel_context():
 
 def is_data_parallel():
     """True when gradients must be reduced across ranks by the training wrappers."""
-    return _context["parallel_mode"] in (ParallelMode.DATA_PARALLEL, ParallelMode.HYBRID_PARALLEL)
+    return get_auto_parallel_context("parallel_mode") in (ParallelMode.DATA_PARALLEL,
+                                                          ParallelMode.HYBRID_PARALLEL)

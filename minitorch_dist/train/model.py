@@ -11,6 +11,7 @@ and ``get_dataset_size``) or plain re-iterable sequences of batches (a list of
 ``dataset_sink_mode=True`` is accepted and runs exactly like ``False`` (one Python step per
 batch; ``sink_size`` is ignored), which is also what MindSpore does on CPU.
 """
+import contextlib
 import warnings
 
 from ..autograd import no_grad
@@ -152,7 +153,16 @@ class Model:
             valid = (valid_dataset, _check_frequency(valid_frequency))
         self._run(epoch, train_dataset, callbacks, dataset_sink_mode, sink_size, initial_epoch, valid)
 
-    def _run(self, epoch, dataset, callbacks, sink_mode, sink_size, initial_epoch, valid=None):
+    def _scope(self):
+        """The parallel options the network carries (``AutoParallel``), or none."""
+        scope = getattr(self._network, "parallel_scope", None)
+        return scope() if scope is not None else contextlib.nullcontext()
+
+    def _run(self, *args, **kwargs):
+        with self._scope():
+            self._run_epochs(*args, **kwargs)
+
+    def _run_epochs(self, epoch, dataset, callbacks, sink_mode, sink_size, initial_epoch, valid=None):
         _check_epochs(epoch, initial_epoch)
         if isinstance(sink_size, bool) or not isinstance(sink_size, int) \
                 or (sink_size < 1 and sink_size != -1):
@@ -220,7 +230,7 @@ class Model:
             raise ValueError("Model.eval needs metrics: build the Model with metrics={'accuracy'} "
                              "(and a loss_fn or an eval_network)")
         callbacks = CallbackList(callbacks)
-        with callbacks:
+        with callbacks, self._scope():
             return self._eval_loop(valid_dataset, callbacks, self._eval_params(valid_dataset, callbacks))
 
     def _eval_params(self, dataset, callbacks):
@@ -274,7 +284,7 @@ class Model:
         and without recording gradients."""
         inputs = [_as_tensor(x) for x in predict_data]
         self._network.set_train(False)
-        with no_grad():
+        with no_grad(), self._scope():
             if self._pipeline is not None:
                 return self._pipeline.predict(*inputs)
             return self._predict_network(*inputs)

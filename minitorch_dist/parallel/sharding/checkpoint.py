@@ -14,28 +14,36 @@ import numpy as np
 
 from .layout import TensorLayout, assemble_array
 
-__all__ = ["LAYOUT_PREFIX", "layout_entries", "merge_sharded_checkpoints"]
+__all__ = ["LAYOUT_PREFIX", "layout_entries", "layout_json", "layout_from_json",
+           "merge_sharded_checkpoints"]
 
 LAYOUT_PREFIX = "sharding_layout."
 
 
+def layout_json(param):
+    """A sliced parameter's layout as a JSON-ready dict (device matrix, tensor map, full
+    shape, the rank whose block it holds)."""
+    layout = param.sharding_layout
+    return {"device_matrix": list(layout.device_matrix),
+            "tensor_map": [list(m) if isinstance(m, tuple) else m for m in layout.tensor_map],
+            "shape": list(layout.shape), "rank": int(param.sharding_rank)}
+
+
+def layout_from_json(spec):
+    """``(TensorLayout, rank)`` from ``layout_json``'s dict."""
+    tensor_map = tuple(tuple(m) if isinstance(m, list) else m for m in spec["tensor_map"])
+    return TensorLayout(tuple(spec["device_matrix"]), tensor_map, tuple(spec["shape"])), spec["rank"]
+
+
 def layout_entries(entries):
-    """The string entries describing the sliced parameters among ``(name, value)``."""
-    out = []
-    for name, value in entries:
-        layout = getattr(value, "sharding_layout", None)
-        if layout is not None:
-            out.append((LAYOUT_PREFIX + name, json.dumps({
-                "device_matrix": list(layout.device_matrix),
-                "tensor_map": [list(m) if isinstance(m, tuple) else m for m in layout.tensor_map],
-                "shape": list(layout.shape), "rank": int(value.sharding_rank)})))
-    return out
+    """The string entries describing the sliced parameters among ``(name, value)``: a
+    checkpoint of a sharded rank holds each parameter's slice, and says so here."""
+    return [(LAYOUT_PREFIX + name, json.dumps(layout_json(value)))
+            for name, value in entries if getattr(value, "sharding_layout", None) is not None]
 
 
 def _layout(text):
-    spec = json.loads(text)
-    tensor_map = tuple(tuple(m) if isinstance(m, list) else m for m in spec["tensor_map"])
-    return TensorLayout(tuple(spec["device_matrix"]), tensor_map, tuple(spec["shape"])), spec["rank"]
+    return layout_from_json(json.loads(text))
 
 
 def merge_sharded_checkpoints(rank_files, output_file):

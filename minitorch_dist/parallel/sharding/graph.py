@@ -183,12 +183,19 @@ def _flatten(values):
 
 
 def _full_size(x):
-    """A sliced parameter at its full shape, as a zero-stride view of one zero."""
+    """A sliced or not yet drawn parameter at its full shape, as a zero-stride view of one
+    zero (tracing needs shapes, not values, and must not draw deferred values)."""
+    if not isinstance(x, Tensor):
+        return x
     layout = getattr(x, "sharding_layout", None)
-    if layout is None or tuple(x.shape) == layout.shape:
+    if x.deferred_init is not None:
+        shape = x.deferred_init.shape
+    elif layout is not None and tuple(x.shape) != layout.shape:
+        shape = layout.shape
+    else:
         return x
     xp = x.device.xp
-    return Tensor._make(xp.broadcast_to(xp.zeros((), x.data.dtype), layout.shape), x.device)
+    return Tensor._make(xp.broadcast_to(xp.zeros((), x.data.dtype), shape), x.device)
 
 
 def trace(network, full_inputs, positions=None):

@@ -13,11 +13,20 @@ The parameter then carries ``sharding_layout`` (its ``TensorLayout``, full shape
 and ``sharding_rank``; checkpoints record them (``checkpoint.layout_entries``). Every live
 optimizer holding the parameter slices its state the same way.
 """
+import weakref
+
 from ...backend import get_device
 from ...nn.optim.optimizer import optimizers_holding
 from ..comm_ops import communicator_for
 
-__all__ = ["slice_parameter"]
+__all__ = ["slice_parameter", "sliced_parameters"]
+
+_sliced = weakref.WeakValueDictionary()      # name -> parameter, every one given a slice
+
+
+def sliced_parameters():
+    """``{name: parameter}`` of the live parameters given a slice in this process."""
+    return dict(_sliced)
 
 
 def slice_parameter(param, layout, rank, comm, optimizer=None):
@@ -35,6 +44,7 @@ def slice_parameter(param, layout, rank, comm, optimizer=None):
             communicator_for(comm, param.device).broadcast(param.data, root=0)
         param.data = param.data[index].copy()   # a new shape: set_data keeps shapes
     param.sharding_layout, param.sharding_rank = layout, rank
+    _sliced[param.name] = param
     holders = list(optimizers_holding(param))
     if optimizer is not None and optimizer not in holders:
         holders.append(optimizer)

@@ -182,7 +182,7 @@ class ShardedCall:
                 listing.name(param, f"%para_{name}")
         with run_scope(), LocalRun(program, layouts, listing) as run:
             out = self.fn.construct(*args) if isinstance(self.fn, Cell) else self.fn(*args)
-        batch = _batch_split(program)
+        batch = batch_split(program)
         out = _map_tensors(out, lambda t: _finish(t, run, program, batch))
         if listing is not None:
             dump_execute(listing, program.rank, self.steps)
@@ -190,7 +190,7 @@ class ShardedCall:
         return out
 
 
-def _batch_split(program):
+def batch_split(program):
     """(full batch size, split count) of the first input split on its first dim, or None."""
     for layout in program.input_layouts:
         if layout.shape and layout.local_shape()[0] != layout.shape[0]:
@@ -198,7 +198,7 @@ def _batch_split(program):
     return None
 
 
-def _output_layout(shape, world, batch):
+def output_target(shape, world, batch):
     """Where an output goes: this rank's rows of a batch-sized output when the inputs came
     split by rows, otherwise whole on every rank."""
     if batch is not None and shape and shape[0] == batch[0]:
@@ -210,7 +210,7 @@ def _finish(tensor, run, program, batch):
     have = run.layouts.get(id(tensor))
     if have is None:              # not made by a primitive (an input passed through)
         return tensor
-    want = _output_layout(have.shape, program.world, batch)
+    want = output_target(have.shape, program.world, batch)
     if plan_redistribution(have, want):
         tensor = redistribute(tensor, have, want, program.rank, program.group)
     copies = program.world // int(np.prod([want.device_matrix[len(want.device_matrix) - 1 - a]

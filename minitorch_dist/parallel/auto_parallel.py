@@ -1,0 +1,161 @@
+"""``AutoParallel``: MindSpore 2.6's way to run one network or training function in parallel.
+
+``AutoParallel(net_or_fn, parallel_mode="semi_auto")`` wraps the top-level Cell or function;
+its calls run with the parallel options it holds, on this thread, whatever the global
+context says: ``"semi_auto"`` is ``SEMI_AUTO_PARALLEL``; ``"sharding_propagation"`` and
+``"recursive_programming"`` are ``AUTO_PARALLEL`` with that search mode (both served by
+sharding propagation here, with a warning for the second). Inside, every network call is
+sharded (``parallel/extension.py``): a training function's ``value_and_grad`` network, a
+Cell's whole forward. ``Model(AutoParallel(net), ...)`` trains, evaluates and predicts under
+its options.
+
+The methods set the rest: ``dataset_strategy(config)``, ``save_param_strategy_file(path)``
+(the parameters' layouts as JSON after the first call), ``load_param_strategy_file(path)``
+(checked against the plan: a parameter laid out differently is a ``ShardingError``),
+``enable_gradients_mean()``. ``pipeline(stages=1, ...)`` checks its arguments; stages > 1
+through ``AutoParallel`` are refused (set ``pipeline_stages`` in the context before building
+the ``PipelineCell``).
+"""
+import json
+import logging
+import os
+
+from ..extension import extension
+from ..nn.cell import Cell
+from .context import (PIPELINE_SCHEDULERS, ParallelMode, _is_dataset_strategy,
+                      auto_parallel_scope)
+from .sharding.checkpoint import layout_json, layout_from_json
+from .sharding.parameters import sliced_parameters
+from .sharding.rules import ShardingError
+
+logger = logging.getLogger("minitorch_dist")
+
+__all__ = ["AutoParallel"]
+
+_MODES = {
+    "semi_auto": {"parallel_mode": ParallelMode.SEMI_AUTO_PARALLEL},
+    "sharding_propagation": {"parallel_mode": ParallelMode.AUTO_PARALLEL,
+                             "search_mode": "sharding_propagation"},
+    "recursive_programming": {"parallel_mode": ParallelMode.AUTO_PARALLEL,
+                              "search_mode": "recursive_programming"},
+}
+
+
+class AutoParallel(Cell):
+    """Run ``network`` (a Cell or a function) in parallel; see the module docstring.
+
+    >>> from minitorch_dist.parallel.auto_parallel import AutoParallel
+    >>> AutoParallel(lambda x: x, parallel_mode="dynamic")
+    Traceback (most recent call last):
+    ...
+    ValueError: AutoParallel: parallel_mode must be one of ['semi_auto', 'sharding_propagation', 'recursive_programming'], got 'dynamic'
+    """
+
+    _name_scope = False
+    _runs_sharded = True        # its construct decides how the wrapped network runs
+
+    def __init__(self, network, parallel_mode="semi_auto"):
+        super().__init__()
+        if not callable(network):
+            raise TypeError("AutoParallel: network must be a Cell or a function, got "
+                            f"{type(network).__name__}")
+        if parallel_mode not in _MODES:
+            raise ValueError(f"AutoParallel: parallel_mode must be one of {list(_MODES)}, got "
+                             f"{parallel_mode!r}")
+        if isinstance(network, Cell):
+            self.network = network
+        else:
+            object.__setattr__(self, "network", network)
+        object.__setattr__(self, "_options", dict(_MODES[parallel_mode]))
+        object.__setattr__(self, "_save_file", None)
+        object.__setattr__(self, "_load_file", None)
+        object.__setattr__(self, "_checked", False)
+
+    # ---- configuration ----------------------------------------------------------------
+    def dataset_strategy(self, config):
+        """How the inputs are split: "data_parallel" (default), "full_batch", or one tuple
+        of split counts per input."""
+        if config == () or config == "":
+            raise ValueError("AutoParallel.dataset_strategy: config is empty")
+        if not isinstance(config, (str, tuple)) or not _is_dataset_strategy(config):
+            raise ValueError("AutoParallel.dataset_strategy: config must be 'data_parallel', "
+                             "'full_batch' or a tuple of per-input split tuples such as "
+                             f"((8, 1), (8, 1)); got {config!r}")
+        self._options["dataset_strategy"] = config
+        self._options["full_batch"] = config == "full_batch"
+
+    def enable_gradients_mean(self):
+        """Average (instead of sum) the gradients of data-parallel replicas."""
+        self._options["gradients_mean"] = True
+
+    def pipeline(self, stages=1, output_broadcast=False, interleave=False, scheduler="1f1b"):
+        """Pipeline settings; see the module docstring for stages > 1."""
+        if isinstance(stages, bool) or not isinstance(stages, int):
+            raise TypeError(f"AutoParallel.pipeline: stages must be an int, got {stages!r}")
+        if stages <= 0:
+            raise ValueError(f"AutoParallel.pipeline: stages must be positive, got {stages}")
+        for name, value in (("output_broadcast", output_broadcast), ("interleave", interleave)):
+            if not isinstance(value, bool):
+                raise TypeError(f"AutoParallel.pipeline: {name} must be True or False, got "
+                                f"{value!r}")
+        if not isinstance(scheduler, str):
+            raise TypeError(f"AutoParallel.pipeline: scheduler must be a str, got {scheduler!r}")
+        if scheduler.lower() not in PIPELINE_SCHEDULERS:
+            raise ValueError(f"AutoParallel.pipeline: scheduler must be one of "
+                             f"{list(PIPELINE_SCHEDULERS)}, got {scheduler!r}")
+        if stages > 1:
+            raise NotImplementedError(
+                f"AutoParallel.pipeline(stages={stages}): pipeline stages set through "
+                "AutoParallel are not implemented; call ms.set_auto_parallel_context("
+                f"parallel_mode='semi_auto_parallel', pipeline_stages={stages}) before building "
+                "the PipelineCell instead")
+
+    def save_param_strategy_file(self, file_path):
+        """Write the parameters' layouts (JSON) to ``file_path`` after the first call."""
+        object.__setattr__(self, "_save_file", _path("save_param_strategy_file", file_path))
+
+    def load_param_strategy_file(self, file_path):
+        """Check the plan against the layouts saved in ``file_path`` at the first call."""
+        path = _path("load_param_strategy_file", file_path)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"AutoParallel.load_param_strategy_file: no file {path!r}")
+        object.__setattr__(self, "_load_file", path)
+
+    def parallel_scope(self):
+        """The options of this AutoParallel, as a ``with`` block (``Model`` uses it)."""
+        return auto_parallel_scope(**self._options)
+
+    # ---- running ----------------------------------------------------------------------
+    def construct(self, *args):
+        with self.parallel_scope():
+            if isinstance(self.network, Cell):
+                out = self.network(*args)
+            else:
+                out = extension().call_function(self.network, args)
+        if not self._checked:
+            object.__setattr__(self, "_checked", True)
+            self._strategy_files()
+        return out
+
+    def _strategy_files(self):
+        layouts = {name: layout_json(p) for name, p in sliced_parameters().items()}
+        if self._save_file is not None:
+            with open(self._save_file, "w") as f:
+                json.dump(layouts, f, indent=1, sort_keys=True)
+        if self._load_file is not None:
+            with open(self._load_file) as f:
+                wanted = json.load(f)
+            wrong = [name for name, spec in wanted.items()
+                     if name in layouts and layout_from_json(layouts[name])[0]
+                     != layout_from_json(spec)[0]]
+            if wrong:
+                raise ShardingError(f"AutoParallel: the plan lays out {wrong} differently from "
+                                    f"{self._load_file}: their strategies changed since it was "
+                                    "saved")
+
+
+def _path(what, file_path):
+    if not isinstance(file_path, str) or not file_path:
+        raise TypeError(f"AutoParallel.{what}: file_path must be a non-empty str, got "
+                        f"{file_path!r}")
+    return file_path
