@@ -12,6 +12,7 @@ examples need, from the tape of the first loss it is given.
 >>> d.world_size, d.global_rank
 (1, 0)
 """
+import os
 import warnings
 
 import numpy as np
@@ -186,28 +187,17 @@ class DistOpt(CoreDistOpt):
                 f"world_size={self.world_size}, {state})")
 
 
-_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-_pinned = []
-
-
 def pin_blas_threads():
-    """Run BLAS/OpenMP on one thread in this process, as ``minitorch_dist.run`` does for
-    each ``mpiexec`` rank: the processes of a ``multiprocessing`` launch share the host's
-    cores, and one thread pool per process per core oversubscribes them. A variable the
-    user has set is respected. Returns the thread limit applied (None when the user set
-    one or threadpoolctl is missing, in which case only the environment is set)."""
-    import os
-    if any(name in os.environ for name in _THREAD_VARIABLES):
-        return None
-    for name in _THREAD_VARIABLES:
-        os.environ[name] = "1"          # for anything this process starts or loads later
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return None
-    if not _pinned:                     # the BLAS already loaded by NumPy: limit it now
-        _pinned.append(threadpool_limits(limits=1))
-    return 1
+    """Run the BLAS and the C++ kernels on one thread in this process, as the thread policy
+    does for each rank of ``mpiexec``/``minitorch_dist.run``: the processes of a
+    ``multiprocessing`` launch share the host's cores, and one thread pool per process per
+    core oversubscribes them. A count the user chose (``MINITORCH_DIST_NUM_THREADS``,
+    ``OMP_NUM_THREADS``, ... or ``ms.set_context(num_threads=...)``) is kept. Returns the
+    count in force."""
+    from ..backend import threads
+    if threads._state["requested"] is not None or threads._env_threads(os.environ) is not None:
+        return threads.get_num_threads()
+    return threads.set_num_threads(1)
 
 
 def _join(nccl_id, local_rank, world_size, call):

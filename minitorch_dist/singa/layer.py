@@ -514,10 +514,10 @@ class SoftMaxCrossEntropy(Layer):
             # every row has one entry: normalised it is one-hot, i.e. class indices
             return self._sparse(x, xp.argmax(nonzero, axis=1).astype(np.int32), call)
         rows = target.astype(x.dtype).sum(axis=1, keepdims=True)
-        if not bool((rows != 0).all()):
-            raise ValueError(f"{call}: every row of a (B, C) target must have a non-zero sum "
-                             "(it is normalised by it)")
-        probs = target.astype(x.dtype) / rows
+        # an all-zero row is "no target": it adds nothing to the loss or the gradient
+        # (SINGA divides by its zero sum; its examples feed such rows to a warm-up
+        # backward whose gradients they ignore)
+        probs = target.astype(x.dtype) / xp.where(rows == 0, 1, rows)
         return self.dense_ce(x, CoreTensor._make(probs, x.device))
 
 

@@ -112,7 +112,8 @@ class SingaTensorMethods:
             raise ValueError(f"{call}: the array has {array.size} elements (shape "
                              f"{array.shape}) but the tensor has {self.data.size} (shape "
                              f"{self.shape}); the counts must match")
-        if self.dtype.kind in "iub" and array.dtype.kind == "f":
+        if self.dtype.kind in "iub" and array.dtype.kind == "f" and \
+                not bool(np.all(np.isfinite(array) & (array == np.trunc(array)))):
             raise TypeError(f"{call}: a {array.dtype} array cannot go into a {self.dtype} tensor "
                             f"(values would be truncated); convert it first, e.g. "
                             f"arr.astype(np.{self.dtype})")
