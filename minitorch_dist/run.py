@@ -1,40 +1,61 @@
 """Launch a script on N MPI ranks without knowing MPI's flags.
 
-    python -m minitorch_dist.run -n 4 [--timeout 600] [--oversubscribe] train.py --lr 0.1
+    python -m minitorch_dist.run -n 4 [--timeout 600] [--oversubscribe] [--log-dir DIR] train.py --lr 0.1
 
 runs ``mpiexec -n 4 <this python> train.py --lr 0.1`` with the flags this machine needs: the
 ``mpiexec`` installed by ``pip install "minitorch_dist[mpi]"`` (next to this interpreter, else
 on PATH), ``--allow-run-as-root`` when running as root (containers), ``--oversubscribe`` when
 N exceeds the cores, ``--bind-to none``, and one BLAS/OpenMP thread per rank unless the
 environment already says otherwise (N ranks each starting all-core BLAS pools thrash).
-The ranks run under ``python -m mpi4py``, whose runner calls ``MPI_Abort`` when a rank dies
-of an uncaught exception: without it the other ranks would wait for that rank forever.
 
-With ``--timeout`` the whole job (every process of its session) is killed when time runs out
-and the exit code is 124. Otherwise the launcher returns mpiexec's code, which is non-zero
-when any rank failed. ``launch(n, argv, timeout)`` does the same from Python (tests,
-notebooks); ``build_command`` is the pure command-line builder.
+How a job ends (docs/failures.md has the whole story):
 
->>> build_command(2, ["train.py"], mpiexec="mpiexec", python="python", is_root=False, cores=4)
-['mpiexec', '--bind-to', 'none', '-n', '2', 'python', '-m', 'mpi4py', 'train.py']
+* Each rank runs under ``minitorch_dist.communication.rank_runner``: a rank that dies of an
+  uncaught exception ends the whole job (``MPI_Abort``) instead of leaving the others
+  waiting, and a rank that leaves early without error while others wait in a collective is
+  detected within a second or so (``communication.watchdog``). Either way the launcher prints
+  one report: the rank that failed first, its error and the last lines of its traceback,
+  identical errors of other ranks folded into one line, and the directory that keeps every
+  rank's full log (``rank.<N>.log``).
+* ``--timeout`` (a positive number of seconds) kills the whole job and exits 124.
+* SIGTERM, SIGHUP and Ctrl-C stop the whole job: one line, exit 128 + signal (130 for
+  Ctrl-C). If the launcher itself is killed (SIGKILL), mpiexec gets SIGTERM from the kernel,
+  the ranks notice within a second that the launcher is gone, and a guard process kills
+  whatever is left of the job's session.
+* A single-machine job talks over shared memory only (no TCP listeners); ``--hosts`` or
+  ``--hostfile`` start ranks on several machines, ``--iface`` names the network to use.
+
+Otherwise the launcher returns mpiexec's code, which is non-zero when any rank failed.
+``launch(n, argv, timeout)`` does the same from Python (tests, notebooks); ``build_command``
+is the pure command-line builder.
+
+>>> build_command(2, ["train.py"], mpiexec="mpiexec", python="python", is_root=False, cores=4)[-4:]
+['python', '-m', 'minitorch_dist.communication.rank_runner', 'train.py']
 """
 import functools
 import importlib.util
+import io
+import math
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 from .backend.allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
 
-__all__ = ["build_command", "find_mpiexec", "mpi_flavor", "rank_environment", "launch", "main"]
+__all__ = ["build_command", "find_mpiexec", "mpi_flavor", "rank_environment", "launch", "main",
+           "check_timeout", "parse_args", "parse_options", "wait_processes", "OutputDemux"]
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 TIMEOUT_EXIT_CODE = 124
 _USAGE = ("usage: python -m minitorch_dist.run -n N [--timeout SECONDS] [--oversubscribe] "
-          "[--dry-run] script.py [args...]   (or -m module / -c code instead of script.py)")
+          "[--log-dir DIR] [--hosts H1,H2 | --hostfile FILE] [--iface NET] [--dry-run] "
+          "script.py [args...]   (or -m module / -c code instead of script.py)")
 
 
 def find_mpiexec():
@@ -65,37 +86,64 @@ def mpi_flavor(mpiexec):
     return "unknown"
 
 
+RANK_RUNNER = ["-m", "minitorch_dist.communication.rank_runner"]
+
+
 def build_command(n, argv, mpiexec, python=None, flavor="openmpi", is_root=None, cores=None,
-                  oversubscribe=False, abort_on_error=True):
+                  oversubscribe=False, abort_on_error=True, tag_output=False, hosts=None,
+                  hostfile=None, interfaces=None):
     """The mpiexec command line (a list) that runs ``python argv...`` on ``n`` ranks.
 
     ``is_root`` and ``cores`` default to this machine's; Open MPI gets
     ``--allow-run-as-root``/``--oversubscribe`` when needed, MPICH needs neither.
-    ``abort_on_error`` runs the ranks under ``python -m mpi4py`` (see the module docstring).
+    ``abort_on_error`` runs the ranks under ``minitorch_dist.communication.rank_runner``
+    (see the module docstring). ``tag_output`` prefixes each output line with its rank (the
+    launcher sorts them into per-rank logs). Without ``hosts``/``hostfile`` the job is on
+    this machine and Open MPI's traffic between ranks stays on shared memory (no TCP
+    listeners); with them, ``interfaces`` (e.g. "eth0" or "10.0.0.0/8") restricts MPI's
+    TCP and out-of-band traffic to those networks.
 
     >>> build_command(8, ["-m", "pkg.train"], "mpiexec", "py", is_root=True, cores=2,
     ...               abort_on_error=False)
-    ['mpiexec', '--allow-run-as-root', '--oversubscribe', '--bind-to', 'none', '-n', '8', 'py', '-m', 'pkg.train']
+    ['mpiexec', '--allow-run-as-root', '--oversubscribe', '--bind-to', 'none', '--mca', 'btl', 'self,sm', '-n', '8', 'py', '-m', 'pkg.train']
     >>> build_command(2, ["a.py"], "mpiexec", "py", flavor="mpich", is_root=True, cores=1)
-    ['mpiexec', '-bind-to', 'none', '-n', '2', 'py', '-m', 'mpi4py', 'a.py']
+    ['mpiexec', '-bind-to', 'none', '-n', '2', 'py', '-m', 'minitorch_dist.communication.rank_runner', 'a.py']
     """
-    if not isinstance(n, int) or n < 1:
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"the number of ranks must be a positive int, got {n!r}")
     if not argv:
         raise ValueError("nothing to run: give a script (or -m module / -c code)")
     python = sys.executable if python is None else python
     is_root = (hasattr(os, "geteuid") and os.geteuid() == 0) if is_root is None else is_root
     cores = (os.cpu_count() or 1) if cores is None else cores
+    if isinstance(hosts, (list, tuple)):
+        hosts = ",".join(hosts)
+    remote = bool(hosts or hostfile)
     command = [mpiexec]
     if flavor == "openmpi":
         if is_root:
             command.append("--allow-run-as-root")
-        if oversubscribe or n > cores:
+        if oversubscribe or (n > cores and not remote):
             command.append("--oversubscribe")
         command += ["--bind-to", "none"]
+        if tag_output:
+            command += ["--output", "tag"]
+        if remote:
+            command += ["--host", hosts] if hosts else ["--hostfile", hostfile]
+            if interfaces:
+                command += ["--mca", "btl_tcp_if_include", interfaces,
+                            "--prtemca", "oob_tcp_if_include", interfaces]
+        else:
+            command += ["--mca", "btl", "self,sm"]     # one machine: no TCP listeners
     elif flavor == "mpich":
         command += ["-bind-to", "none"]
-    runner = ["-m", "mpi4py"] if abort_on_error else []
+        if hosts:
+            command += ["-hosts", hosts]
+        elif hostfile:
+            command += ["-f", hostfile]
+        if remote and interfaces:
+            command += ["-iface", interfaces]
+    runner = RANK_RUNNER if abort_on_error else []
     return command + ["-n", str(n), python] + runner + list(argv)
 
 
@@ -128,27 +176,312 @@ def rank_environment(env=None):
     return env
 
 
-def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, **popen_kwargs):
+def check_timeout(timeout):
+    """``timeout`` as a positive finite float (None stays None); anything else is a ValueError.
+
+    >>> check_timeout("2.5"), check_timeout(None)
+    (2.5, None)
+    """
+    if timeout is None:
+        return None
+    try:
+        value = float(timeout)
+    except (TypeError, ValueError):
+        raise ValueError(f"--timeout must be a number of seconds, got {timeout!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"--timeout must be a positive finite number of seconds, got {timeout!r}"
+                         " (leave it out for no timeout)")
+    return value
+
+
+class _Signalled(BaseException):
+    """Raised in the launcher's main thread by its SIGTERM/SIGHUP handler."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, log_dir=None,
+           hosts=None, hostfile=None, interfaces=None, **popen_kwargs):
     """Run ``argv`` (a script and its arguments) on ``n`` ranks; return the exit code.
 
-    ``timeout`` (seconds) kills the whole job and returns 124. Extra keyword arguments go
-    to ``subprocess.Popen`` (e.g. ``stdout=subprocess.PIPE``... but prefer files: a full
-    pipe blocks the ranks).
+    ``timeout`` (seconds, positive and finite) kills the whole job and returns 124. SIGTERM,
+    SIGHUP and Ctrl-C (SIGINT) stop the whole job too (exit 128 + the signal's number, 130
+    for Ctrl-C), and ranks end by themselves when the launcher is killed outright. A failed
+    job gets one report on stderr (``report.format_report``); every rank's full output is
+    kept in ``log_dir`` (default: a new temporary directory, removed when the job succeeds).
+    ``hosts`` ("a,b" or a list) / ``hostfile`` start ranks on other machines, over the
+    network ``interfaces`` named (e.g. "eth0"); without them the job stays on this machine,
+    its MPI traffic on the loopback interface. Extra keyword arguments go to
+    ``subprocess.Popen``; ``stdout``/``stderr`` may be files (prefer them to pipes).
     """
-    command = _command(n, argv, mpiexec, oversubscribe)
-    process = subprocess.Popen(command, env=rank_environment(env), start_new_session=True,
-                               **popen_kwargs)
+    timeout = check_timeout(timeout)
+    mpiexec = find_mpiexec() if mpiexec is None else mpiexec
+    flavor = mpi_flavor(mpiexec)
+    out_sink, err_sink = popen_kwargs.pop("stdout", None), popen_kwargs.pop("stderr", None)
+    demux = flavor == "openmpi" and all(sink not in (subprocess.PIPE, subprocess.DEVNULL)
+                                        for sink in (out_sink, err_sink))
+    runner = importlib.util.find_spec("mpi4py") is not None
+    command = build_command(n, argv, mpiexec, flavor=flavor, oversubscribe=oversubscribe,
+                            abort_on_error=runner, tag_output=demux, hosts=hosts,
+                            hostfile=hostfile, interfaces=interfaces)
+    keep_logs = log_dir is not None
+    if keep_logs:
+        os.makedirs(log_dir, exist_ok=True)
+        job_dir = log_dir
+    else:
+        job_dir = tempfile.mkdtemp(prefix="minitorch_dist-job-")
+    rank_env = rank_environment(env)
+    rank_env["MINITORCH_DIST_JOB_DIR"] = os.path.abspath(job_dir)
+    rank_env["MINITORCH_DIST_LAUNCHER_PID"] = str(os.getpid())
+    process = subprocess.Popen(command, env=rank_env, start_new_session=True,
+                               stdout=subprocess.PIPE if demux else out_sink,
+                               stderr=subprocess.PIPE if demux else err_sink,
+                               preexec_fn=_die_with_parent, **popen_kwargs)
+    guard = _start_guard(process.pid)
+    streams = OutputDemux(job_dir, out_sink, err_sink) if demux else None
+    if streams is not None:
+        streams.start(process)
+    previous = _install_signal_handlers()
+    code, ended_by = None, None
     try:
-        code = process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        _kill_job(process)
-        print(f"minitorch_dist.run: the job did not finish within {timeout} s and was killed",
+        try:
+            code = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            ended_by = "timeout"
+        except _Signalled as caught:
+            ended_by = caught.signum
+        except KeyboardInterrupt:
+            ended_by = signal.SIGINT
+        if ended_by is not None:
+            _kill_job(process)
+    finally:
+        _restore_signal_handlers(previous)
+        if streams is not None:
+            streams.join()
+        _stop_guard(guard)
+    return _finish(n, process, code, ended_by, timeout, job_dir, keep_logs, streams)
+
+
+def _finish(n, process, code, ended_by, timeout, job_dir, keep_logs, streams):
+    """Report the job's end once on stderr and return the exit code."""
+    from .communication import report
+    records = report.read_records(job_dir)
+    if streams is not None:
+        streams.append_tracebacks(records)
+    if ended_by == "timeout":
+        print(f"minitorch_dist.run: the job did not finish within {timeout} s and was killed"
+              + report.left_early_text(records, n) + f"; logs: {job_dir}",
               file=sys.stderr, flush=True)
         return TIMEOUT_EXIT_CODE
-    except BaseException:  # Ctrl-C: do not leave ranks behind
-        _kill_job(process)
-        raise
-    return 128 - code if code < 0 else code
+    if ended_by is not None:
+        name = signal.Signals(ended_by).name
+        what = "interrupted (Ctrl-C)" if ended_by == signal.SIGINT else f"got {name}"
+        print(f"minitorch_dist.run: {what}: stopped all {n} ranks", file=sys.stderr, flush=True)
+        _remove_job_dir(job_dir, keep_logs)
+        return 128 + int(ended_by)
+    code = 128 - code if code < 0 else code
+    if code == 0:
+        _remove_job_dir(job_dir, keep_logs)
+        return 0
+    mpi_text = streams.untagged_text() if streams is not None else ""
+    print(report.format_report(records, code, job_dir, mpi_text), file=sys.stderr, flush=True)
+    return code
+
+
+def _remove_job_dir(job_dir, keep_logs):
+    if not keep_logs:
+        shutil.rmtree(job_dir, ignore_errors=True)
+
+
+def _die_with_parent():
+    """In the child (mpiexec): receive SIGTERM when the launcher dies (Linux prctl)."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)          # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+_GUARD_CODE = r"""
+import os, signal, sys, time
+session = int(sys.argv[1])
+data = sys.stdin.buffer.read()          # EOF when the launcher exits or is killed
+if data.startswith(b"done"):
+    sys.exit(0)
+def members():
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry, "rb") as stat:
+                    fields = stat.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == session:
+                found.append(int(entry))
+    return found
+for signum, pause in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 0.0)):
+    for pid in members():
+        try:
+            os.kill(pid, signum)
+        except OSError:
+            pass
+    time.sleep(pause)
+"""
+
+
+def _start_guard(session):
+    """A tiny process that kills the job's session if the launcher dies without cleaning up
+    (SIGKILL): it waits for EOF on a pipe only the launcher holds."""
+    if not os.path.isdir("/proc"):
+        return None
+    read_end, write_end = os.pipe()
+    try:
+        guard = subprocess.Popen([sys.executable, "-c", _GUARD_CODE, str(session)],
+                                 stdin=read_end, start_new_session=True,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        os.close(write_end)
+        return None
+    finally:
+        os.close(read_end)
+    return guard, write_end
+
+
+def _stop_guard(guard):
+    if guard is None:
+        return
+    process, write_end = guard
+    try:
+        os.write(write_end, b"done")
+    except OSError:
+        pass
+    os.close(write_end)
+    try:
+        process.wait(5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def _install_signal_handlers():
+    """SIGTERM/SIGHUP raise ``_Signalled`` in the main thread (SIGINT raises
+    KeyboardInterrupt already); returns the previous handlers, None off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise _Signalled(signum)
+    previous = {}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        previous[signum] = signal.signal(signum, handler)
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
+    return previous
+
+
+def _restore_signal_handlers(previous):
+    for signum, handler in (previous or {}).items():
+        signal.signal(signum, handler)
+
+
+_TAG = re.compile(rb"^\[(\d+),(\d+)\]<(stdout|stderr|stddiag)>: ?(.*)$", re.S)
+
+
+class OutputDemux:
+    """Reads mpiexec's tagged output (``--output tag``): each rank's lines go to its own log
+    ``rank.<N>.log`` in the job directory and, untagged, to the launcher's stdout/stderr;
+    mpiexec's own messages go to ``mpiexec.log`` (shown only when no rank explained a
+    failure). A rank's "minitorch_dist: rank N failed" line stays in its log: the job's
+    report says it once."""
+
+    def __init__(self, job_dir, out_sink=None, err_sink=None):
+        self.job_dir = job_dir
+        self.sinks = {"stdout": out_sink, "stderr": err_sink}
+        self.logs = {}
+        self.untagged = []
+        self.lock = threading.Lock()
+        self.threads = []
+
+    def start(self, process):
+        """Start one reader thread per pipe of ``process``."""
+        for stream, pipe in (("stdout", process.stdout), ("stderr", process.stderr)):
+            thread = threading.Thread(target=self._pump, args=(stream, pipe), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def join(self):
+        """Wait (briefly) until the pipes are drained, then close the logs."""
+        for thread in self.threads:
+            thread.join(10)
+        with self.lock:
+            for handle in self.logs.values():
+                handle.close()
+            self.logs.clear()
+
+    def _log(self, rank):
+        if rank not in self.logs:
+            self.logs[rank] = open(os.path.join(self.job_dir, f"rank.{rank}.log"), "ab")
+        return self.logs[rank]
+
+    def _emit(self, stream, data):
+        sink = self.sinks[stream]
+        if sink is None:
+            target = sys.stdout if stream == "stdout" else sys.stderr
+            target.write(data.decode(errors="replace"))
+            target.flush()
+        elif isinstance(sink, int):
+            os.write(sink, data)
+        elif isinstance(sink, io.TextIOBase):
+            sink.write(data.decode(errors="replace"))
+            sink.flush()
+        else:
+            sink.write(data)
+            sink.flush()
+
+    def _pump(self, stream, pipe):
+        held = {}       # rank -> lines of an MPI help block (between dashed lines) held back
+        for line in iter(pipe.readline, b""):
+            match = _TAG.match(line)
+            with self.lock:
+                if match is None:
+                    self.untagged.append(line.decode(errors="replace"))
+                    with open(os.path.join(self.job_dir, "mpiexec.log"), "ab") as handle:
+                        handle.write(line)
+                    continue
+                rank, kind, text = int(match.group(2)), match.group(3).decode(), match.group(4)
+                text = text.replace(b"\x00", b"")
+                if not text:
+                    continue
+                self._log(rank).write(text)
+                self._log(rank).flush()
+            if kind == "stderr" and text.startswith(b"minitorch_dist: "):
+                continue        # the report says it once
+            if kind != "stdout" and (rank in held or text.startswith(b"-" * 20)):
+                block = held.setdefault(rank, [])
+                block.append(text)
+                if len(block) > 1 and text.startswith(b"-" * 20) or len(block) > 200:
+                    del held[rank]
+                    if not any(b"MPI_ABORT was invoked" in part for part in block):
+                        self._emit("stderr", b"".join(block))
+                continue        # MPI_Abort's banner: the report explains the failure
+            self._emit("stdout" if kind == "stdout" else "stderr", text)
+        for block in held.values():
+            if not any(b"MPI_ABORT was invoked" in part for part in block):
+                self._emit("stderr", b"".join(block))
+        pipe.close()
+
+    def untagged_text(self):
+        """What mpiexec itself printed (banners, launch errors)."""
+        return "".join(self.untagged)
+
+    def append_tracebacks(self, records):
+        """Add each failed rank's full traceback to its log."""
+        for record in records:
+            path = os.path.join(self.job_dir, f"rank.{record['rank']}.log")
+            with open(path, "a") as handle:
+                handle.write(record.get("traceback") or "")
 
 
 def wait_processes(processes, timeout):
@@ -170,10 +503,11 @@ def wait_processes(processes, timeout):
     return [p.exitcode for p in processes]
 
 
-def _command(n, argv, mpiexec, oversubscribe):
+def _command(n, argv, mpiexec, oversubscribe, **options):
     mpiexec = find_mpiexec() if mpiexec is None else mpiexec
     return build_command(n, argv, mpiexec, flavor=mpi_flavor(mpiexec), oversubscribe=oversubscribe,
-                         abort_on_error=importlib.util.find_spec("mpi4py") is not None)
+                         abort_on_error=importlib.util.find_spec("mpi4py") is not None,
+                         **options)
 
 
 def _kill_job(process):
@@ -221,40 +555,79 @@ def _session_members(session):
 
 def parse_args(args):
     """``(n, timeout, oversubscribe, dry_run, argv)``; options end at the first other word.
+    ``parse_options`` also returns the log directory and the host options.
 
     >>> parse_args(["-n", "2", "--timeout", "9", "train.py", "-n", "5"])
     (2, 9.0, False, False, ['train.py', '-n', '5'])
     """
-    n, timeout, oversubscribe, dry_run = None, None, False, False
+    options = parse_options(args)
+    return (options["n"], options["timeout"], options["oversubscribe"], options["dry_run"],
+            options["argv"])
+
+
+_VALUE_OPTIONS = {"-n": "n", "-np": "n", "--nproc": "n", "--timeout": "timeout",
+                  "--log-dir": "log_dir", "--hosts": "hosts", "--host": "hosts",
+                  "--hostfile": "hostfile", "--iface": "interfaces"}
+
+
+def parse_options(args):
+    """The launcher's options as a dict (n, timeout, oversubscribe, dry_run, log_dir, hosts,
+    hostfile, interfaces, argv); a bad value is a ``SystemExit`` with the usage line.
+
+    >>> parse_options(["-n", "2", "--hosts", "a,b", "--iface", "eth0", "t.py"])["interfaces"]
+    'eth0'
+    """
+    options = {"n": None, "timeout": None, "oversubscribe": False, "dry_run": False,
+               "log_dir": None, "hosts": None, "hostfile": None, "interfaces": None}
     index = 0
     while index < len(args):
         word = args[index]
-        if word in ("-n", "-np", "--nproc", "--timeout") and index + 1 < len(args):
-            value = args[index + 1]
+        if word in _VALUE_OPTIONS and index + 1 < len(args):
+            value, key = args[index + 1], _VALUE_OPTIONS[word]
             try:
-                n, timeout = (int(value), timeout) if word != "--timeout" else (n, float(value))
-            except ValueError:
-                raise SystemExit(f"minitorch_dist.run: bad value {value!r} for {word}\n{_USAGE}")
+                if key == "n":
+                    value = int(value)
+                    if value < 1:
+                        raise ValueError(f"{word} must be at least 1")
+                elif key == "timeout":
+                    value = check_timeout(value)
+            except ValueError as exc:
+                raise SystemExit(f"minitorch_dist.run: bad value {args[index + 1]!r} for "
+                                 f"{word}: {exc}\n{_USAGE}")
+            options[key] = value
             index += 2
         elif word == "--oversubscribe":
-            oversubscribe, index = True, index + 1
+            options["oversubscribe"], index = True, index + 1
         elif word == "--dry-run":
-            dry_run, index = True, index + 1
+            options["dry_run"], index = True, index + 1
         elif word in ("-h", "--help"):
             raise SystemExit(_USAGE)
         else:
             break
-    if n is None or index == len(args):
+    if options["n"] is None or index == len(args):
         raise SystemExit(f"minitorch_dist.run: need -n N and a script\n{_USAGE}")
-    return n, timeout, oversubscribe, dry_run, list(args[index:])
+    if options["interfaces"] and not (options["hosts"] or options["hostfile"]):
+        raise SystemExit("minitorch_dist.run: --iface only applies with --hosts or --hostfile "
+                         "(a single-machine job uses shared memory only)")
+    options["argv"] = list(args[index:])
+    return options
 
 
 def main(args=None):
-    n, timeout, oversubscribe, dry_run, argv = parse_args(sys.argv[1:] if args is None else args)
-    if dry_run:
-        print(" ".join(_command(n, argv, None, oversubscribe)))
+    """The command line: ``python -m minitorch_dist.run -n N [options] script.py [args]``."""
+    options = parse_options(sys.argv[1:] if args is None else args)
+    hosts = {key: options[key] for key in ("hosts", "hostfile", "interfaces")}
+    if options["dry_run"]:
+        print(" ".join(_command(options["n"], options["argv"], None, options["oversubscribe"],
+                                **hosts)))
         return 0
-    return launch(n, argv, timeout=timeout, oversubscribe=oversubscribe)
+    try:
+        return launch(options["n"], options["argv"], timeout=options["timeout"],
+                      oversubscribe=options["oversubscribe"], log_dir=options["log_dir"],
+                      **hosts)
+    except KeyboardInterrupt:       # Ctrl-C outside the wait (setup, report)
+        print("minitorch_dist.run: interrupted (Ctrl-C)", file=sys.stderr, flush=True)
+        return 130
 
 
 if __name__ == "__main__":

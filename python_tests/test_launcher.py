@@ -46,12 +46,13 @@ def test_oversubscribe_when_ranks_exceed_cores_or_asked():
 def test_command_shape_and_python_runner():
     command = run.build_command(4, ["train.py", "--lr", "0.1"], "/x/mpiexec", "/py",
                                 is_root=False, cores=4)
-    assert command == ["/x/mpiexec", "--bind-to", "none", "-n", "4", "/py", "-m", "mpi4py",
+    assert command == ["/x/mpiexec", "--bind-to", "none", "--mca", "btl", "self,sm", "-n", "4",
+                       "/py", "-m", "minitorch_dist.communication.rank_runner",
                        "train.py", "--lr", "0.1"]
     plain = run.build_command(1, ["-c", "pass"], "m", "/py", is_root=False, cores=1,
                               abort_on_error=False)
     assert plain[-3:] == ["/py", "-c", "pass"]
-    assert run.build_command(1, ["t.py"], "m", is_root=False, cores=1)[5] == sys.executable
+    assert run.build_command(1, ["t.py"], "m", is_root=False, cores=1)[8] == sys.executable
 
 
 @pytest.mark.parametrize("n, argv, pattern", [(0, ["t.py"], "positive int"),
@@ -83,6 +84,8 @@ def test_parse_args_stops_at_the_script():
         run.parse_args(["s.py"])
     with pytest.raises(SystemExit, match="bad value 'x' for --timeout"):
         run.parse_args(["-n", "2", "--timeout", "x", "s.py"])
+    with pytest.raises(SystemExit, match="bad value '0' for -n"):
+        run.parse_args(["-n", "0", "s.py"])
 
 
 # ---- finding mpiexec and its flavour ----------------------------------------------------------
@@ -162,7 +165,8 @@ def test_dry_run_prints_the_command():
     done = _launcher("--dry-run", "-n", "3", "train.py", "--epochs", "1")
     assert done.returncode == 0
     words = done.stdout.split()
-    assert words[-6:] == [sys.executable, "-m", "mpi4py", "train.py", "--epochs", "1"]
+    assert words[-6:] == [sys.executable, "-m", "minitorch_dist.communication.rank_runner",
+                          "train.py", "--epochs", "1"]
     assert "--bind-to" in words and ("--oversubscribe" in words) == (3 > (os.cpu_count() or 1))
     assert ("--allow-run-as-root" in words) == (os.geteuid() == 0)
 

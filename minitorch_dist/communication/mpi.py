@@ -63,6 +63,18 @@ def _wire(array):
     return array.view(np.uint16) if array.dtype == np.float16 else array
 
 
+def _world_ranks(comm):
+    """The COMM_WORLD ranks of ``comm``'s members, in ``comm``'s rank order."""
+    MPI = import_mpi()
+    group, world = comm.Get_group(), MPI.COMM_WORLD.Get_group()
+    try:
+        return tuple(int(r) for r in MPI.Group.Translate_ranks(group, list(range(comm.Get_size())),
+                                                               world))
+    finally:
+        group.Free()
+        world.Free()
+
+
 def _check_host(what, *arrays):
     check_buffers("MPICommunicator", what, arrays, np.ndarray, "NumPy host",
                   " (use the NCCL backend for GPU arrays)")
@@ -89,6 +101,9 @@ class MPICommunicator(Communicator):
         node = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
         self.local_rank, self.local_size = node.Get_rank(), node.Get_size()
         node.Free()
+        self.world_ranks = None if self.comm == MPI.COMM_WORLD else _world_ranks(self.comm)
+        from . import watchdog
+        watchdog.watch(self)      # a launched job: end it when a peer leaves early
 
     # ---- reductions -----------------------------------------------------------------
     def _reduce_args(self, array, out):

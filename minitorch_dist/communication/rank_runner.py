@@ -1,0 +1,128 @@
+"""What each rank of ``python -m minitorch_dist.run`` executes: the user's script, watched.
+
+    python -m minitorch_dist.communication.rank_runner script.py [args...]
+    python -m minitorch_dist.communication.rank_runner -m package.module [args...]
+    python -m minitorch_dist.communication.rank_runner -c "code" [args...]
+
+Like ``python -m mpi4py`` (which it replaces in the launcher) it runs the program as
+``__main__`` and, when the program dies of an uncaught exception, ends the whole MPI job with
+``MPI_Abort`` instead of leaving the other ranks waiting. In addition:
+
+* the exception and its traceback go to a failure record in the job directory
+  (``watchdog.record_failure``) instead of this rank's stderr: the launcher prints one report
+  for the whole job (which rank failed first, its error, the last lines of its traceback) and
+  keeps every rank's full log;
+* a program that ends without an exception (or with ``sys.exit``) leaves an exit record, from
+  which ranks still waiting in a collective learn that it will never come (see ``watchdog``);
+* when the launcher itself disappears (killed with SIGKILL), the rank ends too: a thread
+  checks every second that the launcher's process still exists.
+
+Without a job directory (started by hand) it prints the traceback like Python does.
+"""
+import os
+import runpy
+import sys
+import threading
+import time
+import traceback
+
+from . import watchdog
+
+__all__ = ["main", "run_program", "LAUNCHER_PID_VARIABLE"]
+
+LAUNCHER_PID_VARIABLE = "MINITORCH_DIST_LAUNCHER_PID"
+_USAGE = "usage: python -m minitorch_dist.communication.rank_runner script.py | -m module | -c code [args...]"
+
+
+def run_program(argv):
+    """Run ``argv`` (``script args``, ``-m module args`` or ``-c code args``) as ``__main__``."""
+    if not argv:
+        raise SystemExit(_USAGE)
+    if argv[0] == "-c" and len(argv) > 1:
+        sys.argv = ["-c"] + list(argv[2:])
+        sys.path.insert(0, "")
+        namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+        exec(compile(argv[1], "<string>", "exec"), namespace)
+    elif argv[0] == "-m" and len(argv) > 1:
+        sys.argv = [argv[1]] + list(argv[2:])
+        sys.path.insert(0, os.getcwd())
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    else:
+        script = argv[0]
+        sys.argv = list(argv)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+        runpy.run_path(script, run_name="__main__")
+
+
+def _user_traceback(exc):
+    """``exc`` with the runner's own frames (this module, runpy) cut from its traceback."""
+    tb = exc.__traceback__
+    skipped = (os.path.abspath(__file__), os.path.abspath(runpy.__file__))
+    while tb is not None and (tb.tb_frame.f_code.co_filename in skipped
+                              or tb.tb_frame.f_code.co_filename.startswith("<frozen runpy")):
+        tb = tb.tb_next
+    if tb is not None:
+        exc.__traceback__ = tb
+    return exc
+
+
+def _exit_code(code):
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)     # sys.exit("message"): Python prints it and exits 1
+    return 1
+
+
+def _abort(code=1):
+    """End the whole job: MPI_Abort when MPI runs in this process, else exit now."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    MPI = sys.modules.get("mpi4py.MPI")
+    if MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized():
+        MPI.COMM_WORLD.Abort(code)
+    os._exit(code)
+
+
+def _watch_launcher(pid):
+    """End this rank when the launcher process ``pid`` is gone (it was SIGKILLed)."""
+    def loop():
+        while True:
+            time.sleep(1.0)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(137)
+            except PermissionError:
+                pass
+    threading.Thread(target=loop, name="minitorch_dist-launcher-watch", daemon=True).start()
+
+
+def main(argv=None):
+    """Run the program; record how it ended; abort the job when it raised."""
+    argv = sys.argv[1:] if argv is None else argv
+    launcher = os.environ.get(LAUNCHER_PID_VARIABLE, "")
+    if launcher.isdigit():
+        _watch_launcher(int(launcher))
+    try:
+        run_program(argv)
+    except SystemExit as exc:
+        code = _exit_code(exc.code)
+        watchdog.record_exit(code)
+        sys.stdout.flush()
+        raise SystemExit(code)
+    except BaseException as exc:       # KeyboardInterrupt included: the job must end
+        _user_traceback(exc)
+        if watchdog.job_dir() is not None:
+            watchdog.record_failure(exc)
+            print(f"minitorch_dist: rank {watchdog.world_rank()} failed: "
+                  f"{type(exc).__name__}: {exc}".rstrip(), file=sys.stderr, flush=True)
+        else:
+            traceback.print_exception(type(exc), exc, exc.__traceback__)
+        _abort(1)
+    watchdog.record_exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""Issue 17: how launched jobs end. Signals to the launcher leave no process behind, a rank
+that leaves early ends the job within seconds and is named, ``--timeout`` takes only positive
+finite numbers, a failed job is reported once, and a single-machine job opens no TCP port."""
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from minitorch_dist import run
+from minitorch_dist.communication import report
+from mpi_jobs import REPO, SCRIPTS, child_env, needs_mpi
+
+SLEEP = os.path.join(SCRIPTS, "fail_sleep.py")
+EARLY = os.path.join(SCRIPTS, "fail_early_exit.py")
+RAISE = os.path.join(SCRIPTS, "fail_raise.py")
+
+
+def _alive(pid):
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _launcher(*args, timeout=90):
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "minitorch_dist.run", *args], cwd=REPO,
+                          env=child_env(), capture_output=True, text=True, timeout=timeout)
+    return done, time.monotonic() - start
+
+
+# ---- --timeout values ---------------------------------------------------------------------------
+@pytest.mark.parametrize("value", ["-5", "0", "nan", "inf", "-inf", "x", ""])
+def test_timeout_accepts_only_positive_finite_numbers(value):
+    with pytest.raises(SystemExit, match=f"bad value {value!r} for --timeout"):
+        run.parse_args(["-n", "2", "--timeout", value, "s.py"])
+    with pytest.raises(ValueError, match="--timeout must be"):
+        run.launch(2, ["s.py"], timeout=value, mpiexec="/nonexistent/mpiexec")
+
+
+def test_timeout_values_that_are_fine():
+    assert run.check_timeout("0.5") == 0.5 and run.check_timeout(600) == 600.0
+    assert run.check_timeout(None) is None
+    assert run.parse_args(["-n", "1", "--timeout", "1e3", "s.py"])[1] == 1000.0
+    with pytest.raises(ValueError):
+        run.check_timeout(math.nan)
+
+
+# ---- signals --------------------------------------------------------------------------------
+@needs_mpi
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGKILL])
+def test_a_signal_to_the_launcher_leaves_no_process(tmp_path, signum):
+    launcher = subprocess.Popen([sys.executable, "-m", "minitorch_dist.run", "-n", "2", SLEEP,
+                                 str(tmp_path), "120"], cwd=REPO, env=child_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("pid.*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pids = [int(p.read_text()) for p in tmp_path.glob("pid.*")]
+        assert len(pids) == 2, "the ranks did not start"
+        launcher.send_signal(signum)
+        _, err = launcher.communicate(timeout=30)
+        deadline = time.monotonic() + 15
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        survivors = [pid for pid in pids if _alive(pid)]
+        assert not survivors, f"ranks {survivors} survived {signum.name}"
+        if signum != signal.SIGKILL:
+            assert launcher.returncode == 128 + signum
+            assert len(err.strip().splitlines()) == 1, err          # one line, no traceback
+            assert "stopped all 2 ranks" in err and "Traceback" not in err
+        if signum == signal.SIGINT:
+            assert "Ctrl-C" in err and launcher.returncode == 130
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait(10)
+        for path in tmp_path.glob("pid.*"):
+            pid = int(path.read_text())
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+# ---- early exit -------------------------------------------------------------------------------
+@needs_mpi
+@pytest.mark.parametrize("mode, how", [("exit", "without an error at step 3"),
+                                       ("short", "without an error at step 4"),
+                                       ("code", "with exit code 3 at step 3")])
+def test_a_rank_leaving_early_ends_the_job_and_is_named(mode, how):
+    done, seconds = _launcher("-n", "2", EARLY, mode, "1")          # no --timeout
+    assert seconds < 15, f"took {seconds:.1f} s"
+    assert done.returncode != 0
+    assert f"rank 1 left the job {how}" in done.stderr, done.stderr
+    assert "while rank 0 waits in allreduce" in done.stderr
+    assert "rank 0 finished" not in done.stdout
+
+
+@needs_mpi
+def test_ranks_that_all_finish_are_not_reported():
+    done, _ = _launcher("-n", "2", "--timeout", "60", "-c",
+                        "import numpy as np, time\n"
+                        "from minitorch_dist import communication as comm\n"
+                        "comm.init(); c = comm.get_communicator()\n"
+                        "c.allreduce(np.ones(2))\n"
+                        "time.sleep(2.0 * c.rank)\n"          # rank 1 finishes 2 s later
+                        "c.allreduce(np.ones(2)); print('ok', c.rank)")
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.split()) == ["0", "1", "ok", "ok"]
+
+
+# ---- one report -------------------------------------------------------------------------------
+@needs_mpi
+def test_a_failed_job_is_reported_once(tmp_path):
+    logs = tmp_path / "logs"
+    done, _ = _launcher("-n", "2", "--log-dir", str(logs), RAISE)
+    assert done.returncode == 1
+    err = done.stderr
+    assert err.count("ValueError: DATA_PATH '/nonexistent/data' does not exist") == 1, err
+    assert "failed first" in err and "load_data(\"/nonexistent/data\")" in err
+    assert "Traceback" not in err and "MPI_ABORT" not in err and "prterun" not in err
+    assert str(logs) in err
+    assert len(err.strip().splitlines()) <= 4 + report.TRACEBACK_LINES
+    assert any("Traceback" in (logs / f"rank.{r}.log").read_text()
+               for r in (0, 1) if (logs / f"rank.{r}.log").exists())
+
+
+@needs_mpi
+def test_one_failing_rank_is_named(tmp_path):
+    done, _ = _launcher("-n", "2", "--log-dir", str(tmp_path), RAISE, "1")
+    assert done.returncode == 1
+    assert "Rank 1 failed first" in done.stderr, done.stderr
+
+
+def test_report_folds_identical_errors():
+    records = [{"rank": r, "kind": "exception", "summary": "ValueError: bad",
+                "traceback": 'Traceback\n  File "t.py", line 1, in <module>\n    f()\n'
+                             "ValueError: bad\n", "time": r} for r in (3, 0, 1, 2, 7)]
+    records.append({"rank": 5, "kind": "exception", "summary": "KeyError: 'x'",
+                    "traceback": "", "time": 9})
+    text = report.format_report(records, 1, "/logs")
+    assert "Rank 3 failed first" in text
+    assert "ranks 0-2, 7: the same error" in text
+    assert "rank 5: KeyError: 'x'" in text
+    assert '    f()' in text and text.count("ValueError: bad") == 1
+
+
+def test_report_without_records_shows_what_mpiexec_said():
+    text = report.format_report([], 134, "/logs", "prterun: something went wrong\n")
+    assert "no rank reported an exception" in text and "something went wrong" in text
+
+
+# ---- single-machine jobs listen on no TCP port --------------------------------------------------
+def _listening_inodes():
+    inodes = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A":            # LISTEN
+                inodes[fields[9]] = fields[1]
+    return inodes
+
+
+@needs_mpi
+def test_single_machine_ranks_open_no_tcp_listener(tmp_path):
+    launcher = subprocess.Popen([sys.executable, "-m", "minitorch_dist.run", "-n", "2", "-c",
+                                 "import os, sys, time\n"
+                                 "from mpi4py import MPI\n"
+                                 "MPI.COMM_WORLD.Barrier()\n"
+                                 f"open(os.path.join({str(tmp_path)!r}, 'pid.%d' % "
+                                 "MPI.COMM_WORLD.rank), 'w').write(str(os.getpid()))\n"
+                                 "time.sleep(30)"],
+                                cwd=REPO, env=child_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("pid.*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pids = [int(p.read_text()) for p in tmp_path.glob("pid.*")]
+        assert len(pids) == 2
+        listening = _listening_inodes()
+        for pid in pids:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if target.startswith("socket:["):
+                    inode = target[len("socket:["):-1]
+                    assert inode not in listening, \
+                        f"rank pid {pid} listens on {listening[inode]}"
+    finally:
+        launcher.send_signal(signal.SIGTERM)
+        launcher.communicate(timeout=30)
+
+
+def test_multi_machine_options_reach_mpiexec():
+    command = run.build_command(4, ["t.py"], "mpiexec", "py", is_root=False, cores=1,
+                                hosts=["a", "b"], interfaces="eth1")
+    assert command[command.index("--host") + 1] == "a,b"
+    assert "btl_tcp_if_include" in command and "oob_tcp_if_include" in command
+    assert "self,sm" not in command and "--oversubscribe" not in command
+    with pytest.raises(SystemExit, match="--iface only applies"):
+        run.parse_options(["-n", "2", "--iface", "eth0", "t.py"])
