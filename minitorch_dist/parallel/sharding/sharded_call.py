@@ -25,6 +25,7 @@ every rank. The gradient of an output is divided by the number of ranks holding 
 every copy back-propagates the same value and the collectives' backward sums over ranks.
 """
 import logging
+import weakref
 
 import numpy as np
 
@@ -118,7 +119,15 @@ class ShardedCall:
     (every live optimizer holding a sliced parameter follows anyway). ``group``: the
     communicator of the ranks (default: this thread's ``current_world()``)."""
 
+    _live = weakref.WeakSet()
+
+    @classmethod
+    def instances(cls):
+        """Every live ShardedCall (the tests and the benchmark read their programs)."""
+        return list(cls._live)
+
     def __init__(self, fn, optimizer=None, group=None):
+        ShardedCall._live.add(self)
         self.fn = fn
         self.optimizer = optimizer
         self.group = group
