@@ -82,6 +82,19 @@ class DistributedGradReducer(Cell):
                              f"got {fusion_type!r}")
         self.fusion_type = fusion_type
         self._fused = BucketedAllreduce(communicator, int(buff_size))
+        self._params_checked = False
+
+    def check_parameters(self):
+        """Raise ``CollectiveMismatchError`` on every rank unless all ranks hold the same
+        parameter list (names, shapes, dtypes, in order). Runs once, before the first
+        collective of ``__call__`` or ``broadcast_parameters``: ranks that built different
+        models fail there with the first differing parameter, not with MPI_ERR_TRUNCATE."""
+        if self._params_checked or self.communicator.size == 1:
+            return
+        entries = [f"{p.name} {'row-sliced' if _row_sliced(p) else tuple(p.shape)} {p.dtype}"
+                   for p in self.parameters_]
+        self.communicator.check_same_parameters("DistributedGradReducer", entries)
+        self._params_checked = True
 
     def construct(self, grads):
         params = self.parameters_
@@ -91,6 +104,7 @@ class DistributedGradReducer(Cell):
                              f"gradients aligned with the parameters, got {got}")
         if self.communicator.size == 1 and not (self.mean and self.degree != 1):
             return tuple(grads)
+        self.check_parameters()
         divisor = self.degree if self.mean else 1
         result = list(grads)
         local = [_row_sliced(p) for p in params]
@@ -108,6 +122,7 @@ class DistributedGradReducer(Cell):
 
     def broadcast_parameters(self, root=0):
         """Copy ``root``'s parameter values to every rank (collective; one call per dtype)."""
+        self.check_parameters()
         by_comm = {}
         for p in self.parameters_:
             if _row_sliced(p):
