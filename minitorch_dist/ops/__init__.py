@@ -20,6 +20,7 @@ from .dropout import *         # noqa: F401,F403
 from .embedding import *       # noqa: F401,F403
 from .loss import *            # noqa: F401,F403
 from .grad_operation import GradOperation
+from .debug import Print, TensorDump
 from . import functional
 from .. import tensor as _tensor
 

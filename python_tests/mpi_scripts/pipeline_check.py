@@ -27,6 +27,8 @@ parser.add_argument("--interleave", action="store_true")
 parser.add_argument("--steps", type=int, default=3)
 parser.add_argument("--batch", type=int, default=8)
 parser.add_argument("--loop", action="store_true", help="value_and_grad + PipelineGradReducer")
+parser.add_argument("--all-params", action="store_true",
+                    help="the optimizer over net.trainable_params() (MindSpore 2.x scripts)")
 parser.add_argument("--ckpt-dir", default=None)
 parser.add_argument("--gpu", action="store_true", help="device_target GPU (the virtual GPU here)")
 args = parser.parse_args()
@@ -120,7 +122,7 @@ ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.SEMI_AUTO_PARALLEL, g
 net, net_pipeline = build(args.stages, stage_map(), args.micro)
 initial = {p.name: p.asnumpy().copy() for p in net.trainable_params() if not p.released}
 params = net.infer_param_pipeline_stage()
-opt = nn.Momentum(params, 0.1, 0.9)
+opt = nn.Momentum(net.trainable_params() if args.all_params else params, 0.1, 0.9)
 losses = Losses()
 data = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(args.batch)
 if args.loop:

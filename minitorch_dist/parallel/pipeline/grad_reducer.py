@@ -8,7 +8,10 @@ division by ``micro_size``: the loss is the sum of the micro-batch losses). What
   copy takes the same, whole gradient and the copies stay equal;
 * with ``world = stages * d`` the ``d`` replicas of a stage **average** their gradients
   (sum with ``gradients_mean=False``), like data parallelism;
-* ``scale_sense`` divides the result (a loss scale), as in MindSpore.
+* ``scale_sense`` divides the result (a loss scale), as in MindSpore;
+* parameters of other stages (an optimizer built from ``net.trainable_params()``, as
+  MindSpore 2.x scripts do) get no gradient (None), so the optimizer leaves them alone: each
+  rank updates only its own stage's parameters.
 
 ``Model`` builds one for a pipelined network. With a hand-written loop:
 
@@ -40,12 +43,15 @@ class PipelineGradReducer(Cell):
         self.scale_sense = float(scale_sense)
         engine = current_engine(params)
         self._steps = []
+        self._foreign = []
         if engine is None:           # one stage: nothing crosses processes
             return
         topology = engine.topology
-        _check_owned(params, topology.stage)
+        self._foreign = [i for i, p in enumerate(params) if p.released]
+        owned = [i for i, p in enumerate(params) if not p.released]
         shared = {}
-        for i, p in enumerate(params):
+        for i in owned:
+            p = params[i]
             stages = frozenset(p.pipeline_stages)
             if len(stages) > 1:
                 shared.setdefault(tuple(sorted(stages)), []).append(i)
@@ -56,28 +62,22 @@ class PipelineGradReducer(Cell):
             self._steps.append((positions, reducer))
         if topology.replicas > 1:
             mean = get_auto_parallel_context("gradients_mean")
-            reducer = DistributedGradReducer(params, mean=mean,
+            reducer = DistributedGradReducer([params[i] for i in owned], mean=mean,
                                              communicator=topology.data_parallel_group())
-            self._steps.append((list(range(len(params))), reducer))
+            self._steps.append((owned, reducer))
 
     def construct(self, grads):
         if not isinstance(grads, (tuple, list)) or len(grads) != len(self.parameters_):
             raise ValueError(f"PipelineGradReducer: expected {len(self.parameters_)} gradients "
                              "aligned with the parameters")
         grads = list(grads)
+        for i in self._foreign:            # another stage's parameter: not updated here
+            grads[i] = None
         for positions, reducer in self._steps:
             reduced = reducer(tuple(grads[i] for i in positions))
             for i, g in zip(positions, reduced):
                 grads[i] = g
         if self.scale_sense != 1.0:
-            grads = [g * (1.0 / self.scale_sense) for g in grads]
+            grads = [None if g is None else g * (1.0 / self.scale_sense) for g in grads]
         return tuple(grads)
 
-
-def _check_owned(params, stage):
-    for p in params:
-        if p.released:
-            raise ValueError(
-                f"parameter {p.name!r} belongs to pipeline stage(s) {sorted(p.pipeline_stages)}, "
-                f"not to this rank's stage {stage}; build the optimizer from "
-                "net.infer_param_pipeline_stage()")
