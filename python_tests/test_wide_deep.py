@@ -244,3 +244,30 @@ def test_synthetic_data_is_reused_rewritten_on_request_and_real_data_left_alone(
     (real / "train.txt.gz").write_bytes(b"")
     assert not generator.ensure_synthetic_data(str(real), 500, 100)     # the user's files
     assert sorted(os.listdir(real)) == ["train.txt.gz"] and generator.oracle_auc(str(real)) is None
+
+
+def test_predict_with_sigmoid_runs_sharded_under_auto_parallel():
+    """Regression: evaluating Wide&Deep's PredictWithSigmoid under AUTO_PARALLEL crashed in
+    propagation (a primitive without a sharding rule next to a decided one), and its two
+    tables, both named ``embedding_table`` until listed, were taken for one parameter."""
+    cfg = config_module.parse_config(["--batch_size", "8", "--emb_dim", "4"])
+    cfg.vocab_size = 50
+    rng = np.random.default_rng(0)
+    ids = ms.Tensor(rng.integers(0, 50, (8, FIELDS)).astype(np.int32))
+    wts = ms.Tensor(rng.random((8, FIELDS), np.float32))
+    labels = ms.Tensor(np.ones((8, 1), np.float32))
+    ms.set_seed(1)
+    whole = wd.PredictWithSigmoid(wd.WideDeepModel(cfg))
+    with ms.no_grad():
+        want = [o.asnumpy() for o in whole(ids, wts, labels)]
+    try:
+        ms.set_auto_parallel_context(parallel_mode="auto_parallel")
+        ms.set_seed(1)
+        sharded = wd.PredictWithSigmoid(wd.WideDeepModel(cfg))
+        with ms.no_grad():
+            got = [o.asnumpy() for o in sharded(ids, wts, labels)]
+        assert sharded.__dict__["_sharded_call"].program is not None    # it really ran sharded
+    finally:
+        ms.reset_auto_parallel_context()
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6)

@@ -142,8 +142,11 @@ class _Tracer:
         if known is not None:
             return known
         if isinstance(value, Parameter):
-            self.params[value.name] = value
-            src = Source("param", name=value.name, shape=tuple(_full_size(value).shape),
+            name = value.name
+            while name in self.params and self.params[name] is not value:
+                name += "'"           # two parameters of one name (not yet given their paths)
+            self.params[name] = value
+            src = Source("param", name=name, shape=tuple(_full_size(value).shape),
                          dtype=_dtype(value))
         else:
             src = Source("tensor", shape=tuple(value.shape), dtype=_dtype(value))
@@ -206,6 +209,8 @@ def trace(network, full_inputs, positions=None):
     not matter. Nothing is recorded on the tape. Raises ``TrainingStepTraced`` when the call
     computes gradients or runs an optimizer."""
     positions = range(len(full_inputs)) if positions is None else positions
+    if isinstance(network, Cell):
+        list(network.parameters_and_names())     # parameters take their attribute paths
     tracer = _Tracer(network)
     inputs = [full_inputs[i] for i in positions]
     for k, x in enumerate(inputs):

@@ -89,7 +89,8 @@ class _Chooser:
             src = node.inputs[i]
             if src.kind == "node" and src.node in self.plans:
                 producer = self.graph.nodes[src.node]
-                if producer.strategy and len(producer.strategy[0]) == len(node.in_shapes[i]):
+                if producer.strategy and producer.strategy[0] is not None \
+                        and len(producer.strategy[0]) == len(node.in_shapes[i]):
                     splits[i] = tuple(producer.strategy[0])
         return splits
 
@@ -102,7 +103,10 @@ class _Chooser:
             except ValueError:
                 continue
             devices = _devices_used(shard_plan)
-            keeps = sum(1 for i, s in preferred.items() if i < len(strategy) and tuple(strategy[i]) == s)
+            # a primitive without a sharding rule has the one candidate None (run whole)
+            keeps = 0 if strategy is None else sum(
+                1 for i, s in preferred.items()
+                if i < len(strategy) and strategy[i] is not None and tuple(strategy[i]) == s)
             key = (self.edge_cost(node, shard_plan), -devices, -keeps, order)
             if best_key is None or key < best_key:
                 best, best_key = (strategy, shard_plan), key
