@@ -1,7 +1,10 @@
-// Python bindings of im2col / col2im (the loops are in im2col_loops.h).
+// Python bindings of im2col / col2im (the loops are in im2col_loops.h, and for channels-last
+// images in im2col_nhwc.h).
 #include "common.h"
 #include "im2col_loops.h"
+#include "im2col_nhwc.h"
 #include "kernels.h"
+#include "worker_threads.h"
 
 namespace mtd {
 namespace {
@@ -65,9 +68,68 @@ void col2im(const py::array& cols, py::array& out, std::int64_t kh, std::int64_t
     });
 }
 
+// Channels-last: x (N, H, W, C) <-> cols (N*OH*OW, kh*kw*C), columns ordered (i, j, c).
+void im2col_nhwc(const py::array& x, py::array& out, std::int64_t kh, std::int64_t kw,
+                 std::int64_t sh, std::int64_t sw, std::int64_t ph, std::int64_t pw,
+                 std::int64_t dh, std::int64_t dw) {
+    require_layout(x, "x", 4);
+    require_layout(out, "out", 2);
+    require_writeable(out, "out");
+    require_same_dtype(x, out, "x", "out");
+    const Geometry g = make_geometry(x.shape(0), x.shape(3), x.shape(1), x.shape(2), kh, kw,
+                                     sh, sw, ph, pw, dh, dw);
+    if (out.shape(0) != g.rows() || out.shape(1) != g.row_len())
+        throw py::value_error("out has shape " + shape_str(out) + ", expected (" +
+                              std::to_string(g.rows()) + ", " + std::to_string(g.row_len()) +
+                              ")");
+    dispatch_float(x, "x", [&](auto tag) {
+        using T = decltype(tag);
+        const T* src = cdata_of<T>(x);
+        T* dst = data_of<T>(out);
+        py::gil_scoped_release nogil;
+        const int workers = worker_count(g.N, g.OH * g.OW * g.row_len());
+        run_blocks(workers, [&](int w) {
+            nhwc_detail::unfold(src, dst, g, g.N * w / workers, g.N * (w + 1) / workers);
+        });
+    });
+}
+
+void col2im_nhwc(const py::array& cols, py::array& out, std::int64_t kh, std::int64_t kw,
+                 std::int64_t sh, std::int64_t sw, std::int64_t ph, std::int64_t pw,
+                 std::int64_t dh, std::int64_t dw) {
+    require_layout(cols, "cols", 2);
+    require_layout(out, "out", 4);
+    require_writeable(out, "out");
+    require_same_dtype(cols, out, "cols", "out");
+    const Geometry g = make_geometry(out.shape(0), out.shape(3), out.shape(1), out.shape(2), kh,
+                                     kw, sh, sw, ph, pw, dh, dw);
+    if (cols.shape(0) != g.rows() || cols.shape(1) != g.row_len())
+        throw py::value_error("cols has shape " + shape_str(cols) + ", expected (" +
+                              std::to_string(g.rows()) + ", " + std::to_string(g.row_len()) +
+                              ")");
+    dispatch_float(cols, "cols", [&](auto tag) {
+        using T = decltype(tag);
+        const T* src = cdata_of<T>(cols);
+        T* dst = data_of<T>(out);
+        py::gil_scoped_release nogil;
+        const int workers = worker_count(g.N, g.OH * g.OW * g.row_len());
+        run_blocks(workers, [&](int w) {
+            nhwc_detail::fold(src, dst, g, g.N * w / workers, g.N * (w + 1) / workers);
+        });
+    });
+}
+
 }  // namespace
 
 void register_im2col(py::module_& m) {
+    m.def("im2col_nhwc", &im2col_nhwc, py::arg("x"), py::arg("out"), py::arg("kh"),
+          py::arg("kw"), py::arg("sh"), py::arg("sw"), py::arg("ph"), py::arg("pw"),
+          py::arg("dh"), py::arg("dw"),
+          "Unfold channels-last x (N, H, W, C) into out (N*OH*OW, kh*kw*C), columns (i, j, c).");
+    m.def("col2im_nhwc", &col2im_nhwc, py::arg("cols"), py::arg("out"), py::arg("kh"),
+          py::arg("kw"), py::arg("sh"), py::arg("sw"), py::arg("ph"), py::arg("pw"),
+          py::arg("dh"), py::arg("dw"),
+          "Fold cols (N*OH*OW, kh*kw*C) back into channels-last out (N, H, W, C), summing.");
     m.def("im2col", &im2col, py::arg("x"), py::arg("out"), py::arg("kh"), py::arg("kw"),
           py::arg("sh"), py::arg("sw"), py::arg("ph"), py::arg("pw"), py::arg("dh"),
           py::arg("dw"), "Unfold x (N, C, H, W) into out (N*OH*OW, C*kh*kw).");

@@ -20,7 +20,7 @@ from . import reference
 
 from . import native
 
-_names = ["im2col", "col2im", "embedding_gather", "scatter_add_rows", "unique_merge",
+_names = ["im2col", "col2im", "im2col_nhwc", "col2im_nhwc", "embedding_gather", "scatter_add_rows", "unique_merge",
           "sparse_sgd", "lazy_adam", "ftrl", "proximal_adagrad", "topk_abs", "threshold_abs",
           "fp16_pack", "fp16_unpack"]
 
@@ -35,6 +35,8 @@ if HAVE_CPP:
 
 im2col = _impl.im2col
 col2im = _impl.col2im
+im2col_nhwc = _impl.im2col_nhwc
+col2im_nhwc = _impl.col2im_nhwc
 embedding_gather = _impl.embedding_gather
 scatter_add_rows = _impl.scatter_add_rows
 unique_merge = _impl.unique_merge

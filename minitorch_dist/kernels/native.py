@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from . import _checks as chk
+from . import reference
 
 try:
     from .. import _C
@@ -60,6 +61,27 @@ def col2im(cols, x_shape, kh, kw, sh=1, sw=1, ph=0, pw=0, dh=1, dw=1, out=None):
     chk.check_cols(cols, x_shape, geometry, params)
     out = chk.out_array(out, geometry[:4], cols.dtype)
     _C.col2im(np.ascontiguousarray(cols), out, *params)
+    return out
+
+
+def im2col_nhwc(x, kh, kw, sh=1, sw=1, ph=0, pw=0, dh=1, dw=1, out=None):
+    x = chk.float_array(x, "x")
+    params = chk.conv_params(kh, kw, sh, sw, ph, pw, dh, dw)
+    n, c, _, _, oh, ow = chk.conv_geometry(reference._nhwc_shape(x.shape), params)
+    out = chk.out_array(out, (n * oh * ow, params[0] * params[1] * c), x.dtype)
+    _C.im2col_nhwc(np.ascontiguousarray(x), out, *params)
+    return out
+
+
+def col2im_nhwc(cols, x_shape, kh, kw, sh=1, sw=1, ph=0, pw=0, dh=1, dw=1, out=None):
+    cols = chk.float_array(cols, "cols")
+    params = chk.conv_params(kh, kw, sh, sw, ph, pw, dh, dw)
+    n, c, h, w, oh, ow = chk.conv_geometry(reference._nhwc_shape(x_shape), params)
+    if cols.shape != (n * oh * ow, params[0] * params[1] * c):
+        raise ValueError(f"cols must have shape {(n * oh * ow, params[0] * params[1] * c)} for "
+                         f"an image of shape {tuple(x_shape)}, got {cols.shape}")
+    out = chk.out_array(out, (n, h, w, c), cols.dtype)
+    _C.col2im_nhwc(np.ascontiguousarray(cols), out, *params)
     return out
 
 

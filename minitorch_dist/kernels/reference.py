@@ -66,6 +66,63 @@ def col2im(cols, x_shape, kh, kw, sh=1, sw=1, ph=0, pw=0, dh=1, dw=1, out=None):
     return out
 
 
+def _nhwc_shape(x_shape):
+    """(N, C, H, W) of a channels-last (N, H, W, C) shape, for the shared geometry checks."""
+    if len(x_shape) != 4:
+        raise ValueError(f"im2col_nhwc/col2im_nhwc expect an (N, H, W, C) image, got shape "
+                         f"{tuple(x_shape)}")
+    n, h, w, c = x_shape
+    return n, c, h, w
+
+
+def im2col_nhwc(x, kh, kw, sh=1, sw=1, ph=0, pw=0, dh=1, dw=1, out=None):
+    """Unfold a channels-last (N, H, W, C) image into rows: returns (N*OH*OW, kh*kw*C).
+
+    Rows are ordered (n, oh, ow) and columns (i, j, c): every kernel tap is a run of C
+    channels. Padding and dilation as in :func:`im2col`.
+
+    >>> import numpy as np
+    >>> im2col_nhwc(np.arange(18.0).reshape(1, 3, 3, 2), 2, 2).tolist()[0]
+    [0.0, 1.0, 2.0, 3.0, 6.0, 7.0, 8.0, 9.0]
+    """
+    x = chk.float_array(x, "x")
+    kh, kw, sh, sw, ph, pw, dh, dw = params = chk.conv_params(kh, kw, sh, sw, ph, pw, dh, dw)
+    n, c, h, w, oh, ow = chk.conv_geometry(_nhwc_shape(x.shape), params)
+    out = chk.out_array(out, (n * oh * ow, kh * kw * c), x.dtype)
+    if ph or pw:
+        x = np.pad(x, ((0, 0), (ph, ph), (pw, pw), (0, 0)))
+    s_n, s_h, s_w, s_c = x.strides
+    patches = as_strided(x, (n, oh, ow, kh, kw, c),
+                         (s_n, s_h * sh, s_w * sw, s_h * dh, s_w * dw, s_c), writeable=False)
+    np.copyto(out.reshape(n, oh, ow, kh, kw, c), patches)
+    return out
+
+
+def col2im_nhwc(cols, x_shape, kh, kw, sh=1, sw=1, ph=0, pw=0, dh=1, dw=1, out=None):
+    """Adjoint of :func:`im2col_nhwc`: fold rows back into an (N, H, W, C) image, summing.
+
+    >>> import numpy as np
+    >>> col2im_nhwc(np.ones((4, 4)), (1, 3, 3, 1), 2, 2)[0, :, :, 0].tolist()
+    [[1.0, 2.0, 1.0], [2.0, 4.0, 2.0], [1.0, 2.0, 1.0]]
+    """
+    cols = chk.float_array(cols, "cols")
+    kh, kw, sh, sw, ph, pw, dh, dw = params = chk.conv_params(kh, kw, sh, sw, ph, pw, dh, dw)
+    n, c, h, w, oh, ow = chk.conv_geometry(_nhwc_shape(x_shape), params)
+    if cols.shape != (n * oh * ow, kh * kw * c):
+        raise ValueError(f"cols must have shape {(n * oh * ow, kh * kw * c)} for an image of "
+                         f"shape {tuple(x_shape)}, got {cols.shape}")
+    out = chk.out_array(out, (n, h, w, c), cols.dtype)
+    padded = np.zeros((n, h + 2 * ph, w + 2 * pw, c), cols.dtype)
+    patches = cols.reshape(n, oh, ow, kh, kw, c)
+    for i in range(kh):
+        for j in range(kw):
+            rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+            columns = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+            padded[:, rows, columns] += patches[:, :, :, i, j]
+    out[...] = padded[:, ph:ph + h, pw:pw + w]
+    return out
+
+
 # --- embedding rows ----------------------------------------------------------------------
 
 def embedding_gather(table, ids):

@@ -131,8 +131,10 @@ def _im2col(xp, x, geo, group, pool):
     The unfolding is the one full pass over the patch data, and the fastest way to make it
     depends on the input's memory layout (measured on the MNIST CNN shapes):
 
-    * channels-last memory (a Conv2D output after ReLU/pooling): a strided view copied with
-      the channel fastest: (N*OH*OW, K) with columns ordered (i, j, c), layout ``"ijc"``;
+    * channels-last memory (a Conv2D output after BatchNorm/ReLU/pooling): (N*OH*OW, K)
+      with columns ordered (i, j, c), layout ``"ijc"``: every tap is a run of C channels.
+      On the host the C++ kernel ``im2col_nhwc`` copies those runs (padding inside the loop,
+      no padded copy of the input); elsewhere a strided view is copied;
     * NCHW with at least as many channels as output columns: the C++ kernel, (N*OH*OW, K)
       with columns ordered (c, i, j), layout ``"cij"``;
     * otherwise (few channels, e.g. an image): a tap-major copy in which every copied run is
@@ -143,6 +145,9 @@ def _im2col(xp, x, geo, group, pool):
     channels_last = c > 1 and abs(x.strides[1]) < abs(x.strides[3])
     many_channels = c >= geo.ow
     kernels = _host_kernels() if xp.__name__ == "numpy" else None
+    if _nhwc_kernels(kernels, x, geo, group):
+        buf = pool.empty((rows, row_len), x.dtype)
+        return kernels.im2col_nhwc(x.transpose(0, 2, 3, 1), *geo.kernel_args(), out=buf), "ijc", buf
     if many_channels and not channels_last and kernels is not None and x.dtype.char in "fd":
         if not geo.symmetric:
             x = _pad_input(xp, x, geo)
@@ -163,6 +168,13 @@ def _im2col(xp, x, geo, group, pool):
     buf = pool.empty((row_len, rows), x.dtype)
     xp.copyto(buf.reshape(shape), taps)
     return buf, "taps", buf
+
+
+def _nhwc_kernels(kernels, x, geo, group):
+    """True when the channels-last C++ kernels apply: host, float32/64, x (N, C, H, W) a view
+    of (N, H, W, C) memory, one group, symmetric padding."""
+    return (kernels is not None and group == 1 and geo.symmetric and x.dtype.char in "fd"
+            and x.shape[1] > 1 and x.transpose(0, 2, 3, 1).flags.c_contiguous)
 
 
 def _col2im(xp, cols, x_shape, geo):
@@ -279,6 +291,8 @@ class Conv2D(Primitive):
                              f"in the padded input of shape {x.shape}: output would be "
                              f"{geo.oh}x{geo.ow}")
         pool = ctx.device.pool
+        ctx.nhwc = _nhwc_kernels(_host_kernels() if xp.__name__ == "numpy" else None, x, geo,
+                                 self.group)
         cols, order, buf = _im2col(xp, x, geo, self.group, pool)
         ctx.scratch = _PooledBuffer(pool, buf)
         w2d = _weight_matrix(weight, order)
@@ -295,17 +309,18 @@ class Conv2D(Primitive):
         """The output from the patches: per image for "taps", one product otherwise."""
         dtype = w2d.dtype
         if order == "taps":
-            # one (OC, K) @ (K, OH*OW) product per image lands in NCHW order; a single
-            # whole-batch product this skinny is what BLAS threads worst
-            patches = cols.reshape(-1, n, plane).transpose(1, 0, 2)
-            out = xp.empty((n, out_ch, plane), dtype)
+            # one (OH*OW, K) @ (K, OC) product per image, into channels-last rows like the
+            # other layouts (so BatchNorm, ReLU and the next convolution see one layout); a
+            # single whole-batch product this skinny is what BLAS threads worst
+            patches = cols.reshape(-1, n, plane).transpose(1, 2, 0)      # (N, OH*OW, K)
+            out = xp.empty((n, plane, out_ch), dtype)
             for k_rows, o_rows in self._blocks(w2d):
-                xp.matmul(w2d[o_rows], patches[:, k_rows], out=out[:, o_rows])
+                xp.matmul(patches[:, :, k_rows], w2d[o_rows].T, out=out[:, :, o_rows])
             if bias is not None:
-                out += bias.astype(dtype, copy=False)[:, None]
+                out += bias.astype(dtype, copy=False)
             if ctx.half:
                 out = half.narrow(out)
-            out = out.reshape(n, out_ch, geo.oh, geo.ow)
+            out = out.reshape(n, geo.oh, geo.ow, out_ch).transpose(0, 3, 1, 2)
         else:
             out = xp.empty((cols.shape[0], out_ch), dtype)
             for k_cols, o_rows in self._blocks(w2d):
@@ -337,27 +352,35 @@ class Conv2D(Primitive):
         out_ch = weight.shape[0]
         want_w = ctx.needs_input_grad[1]
         want_b = ctx.has_bias and ctx.needs_input_grad[2]
-        g2d = None
+        # a free reshape when grad is channels-last, like the output forward returned
+        g2d = grad.transpose(0, 2, 3, 1).reshape(-1, out_ch)
         if ctx.order == "taps":
-            gw, gb = self._param_grads_per_image(xp, cols, grad, weight, want_w, want_b)
+            gw, gb = self._param_grads_taps(xp, cols, g2d, weight, want_w, want_b)
         else:
-            # a free reshape when grad is channels-last, like the output forward returned
-            g2d = grad.transpose(0, 2, 3, 1).reshape(-1, out_ch)
             gw, gb = self._param_grads_batched(xp, cols, g2d, weight, ctx.order, want_w, want_b)
         gx = None
         if ctx.needs_input_grad[0]:   # a network's first layer needs no input gradient
-            if g2d is None:
-                g2d = grad.transpose(0, 2, 3, 1).reshape(-1, out_ch)
-            w2d = _weight_matrix(weight, "cij")   # col2im takes "cij" columns
-            pool = ctx.device.pool
-            dcols = pool.empty((g2d.shape[0], w2d.shape[1] * self.group), g2d.dtype)
-            for k_cols, o_rows in self._blocks(w2d):
-                xp.matmul(g2d[:, o_rows], w2d[o_rows], out=dcols[:, k_cols])
-            gx = _col2im(xp, dcols, ctx.x_shape, ctx.geo)
-            pool.release(dcols)   # scratch: col2im has summed it into gx
+            gx = self._input_grad(xp, ctx, g2d, weight)
         if ctx.half:    # each gradient rounded once to float16
             gx, gw, gb = (None if a is None else half.narrow(a) for a in (gx, gw, gb))
         return (gx, gw, gb) if ctx.has_bias else (gx, gw)
+
+    def _input_grad(self, xp, ctx, g2d, weight):
+        """dX: the patch gradients G @ W folded back (col2im) into the input's layout."""
+        pool = ctx.device.pool
+        nhwc = ctx.order == "ijc" and ctx.nhwc
+        w2d = _weight_matrix(weight, "ijc" if nhwc else "cij")
+        dcols = pool.empty((g2d.shape[0], w2d.shape[1] * self.group), g2d.dtype)
+        for k_cols, o_rows in self._blocks(w2d):
+            xp.matmul(g2d[:, o_rows], w2d[o_rows], out=dcols[:, k_cols])
+        if nhwc:    # channels-last in, channels-last gradient out (C++ col2im_nhwc)
+            n, c, h, w = ctx.x_shape
+            gx = _host_kernels().col2im_nhwc(dcols, (n, h, w, c), *ctx.geo.kernel_args())
+            gx = gx.transpose(0, 3, 1, 2)
+        else:
+            gx = _col2im(xp, dcols, ctx.x_shape, ctx.geo)
+        pool.release(dcols)   # scratch: col2im has summed it into gx
+        return gx
 
     def _param_grads_batched(self, xp, cols, g2d, weight, order, want_w, want_b):
         """dW = G^T @ cols and db = column sums of G, for (N*OH*OW, K) patches."""
@@ -375,19 +398,16 @@ class Conv2D(Primitive):
             gb = xp.ones(g2d.shape[0], g2d.dtype) @ g2d   # BLAS, faster than sum(axis=0)
         return gw, gb
 
-    def _param_grads_per_image(self, xp, cols, grad, weight, want_w, want_b):
-        """The same for tap-major (K, N*OH*OW) patches: per-image products, summed."""
-        n, out_ch = grad.shape[:2]
-        g3 = grad.reshape(n, out_ch, -1)
+    def _param_grads_taps(self, xp, cols, g2d, weight, want_w, want_b):
+        """The same for tap-major (K, N*OH*OW) patches: dW = G^T @ cols^T, one product."""
         gw = gb = None
         if want_w:
-            patches = cols.reshape(cols.shape[0], n, -1).transpose(1, 2, 0)   # (N, OH*OW, K)
-            gw = xp.empty((out_ch, cols.shape[0] // self.group), cols.dtype)
+            gw = xp.empty((weight.shape[0], cols.shape[0] // self.group), cols.dtype)
             for k_rows, o_rows in self._blocks(gw):
-                gw[o_rows] = xp.matmul(g3[:, o_rows], patches[:, :, k_rows]).sum(axis=0)
+                xp.matmul(g2d[:, o_rows].T, cols[k_rows].T, out=gw[o_rows])
             gw = gw.reshape(weight.shape)
         if want_b:
-            gb = (g3 @ xp.ones(g3.shape[2], g3.dtype)).sum(axis=0)
+            gb = g2d.sum(axis=0)
         return gw, gb
 
 

@@ -1,0 +1,281 @@
+"""Convolutional training steps against PyTorch (CPU), same threads, side by side in one run.
+
+Models (``--models``, default all but the slow ``resnet18``):
+
+* ``stack``: a ResNet-style CIFAR stack: six 3x3 convolutions (3->64, then 64->64), each
+  followed by BatchNorm and ReLU, at 32x32, batch 32; global average pooling, Dense(64, 10),
+  softmax cross-entropy; SGD. Target <= 1.0.
+* ``alexnet``: AlexNet (torchvision's layout, 224x224, batch 16), momentum SGD.
+  Target <= 1.2.
+* ``resnet18``: ResNet-18 at CIFAR size (3x3 stem, no max pool, 4 stages of 2 basic blocks,
+  1x1 projection shortcuts), batch 16, momentum SGD. Target <= 1.1.
+
+Both frameworks get the same initial weights and the same batches (a rotating set of 4) and
+run the same number of threads: ``--threads N`` goes to ``ms.set_context(num_threads=N)`` and
+``torch.set_num_threads(N)``. Each round times a few steps of each, in an order that rotates
+every round; the figure is the median over rounds of (our time / PyTorch's time), with
+[min, max].
+
+    python benchmarks/bench_conv.py --threads 1
+    python benchmarks/bench_conv.py --threads 2 --models stack alexnet resnet18
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import minitorch_dist as ms
+from minitorch_dist import nn, ops
+
+TARGETS = {"stack": 1.0, "alexnet": 1.2, "resnet18": 1.1}
+
+
+# ------------------------------------------------------------------------------- our models
+class ConvBNReLU(nn.Cell):
+    """3x3 (or k x k) convolution, BatchNorm, ReLU."""
+
+    def __init__(self, cin, cout, k=3, stride=1, pad=1, relu=True):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, k, stride=stride, pad_mode="pad", padding=pad,
+                              has_bias=False)
+        self.bn = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU() if relu else None
+
+    def construct(self, x):
+        y = self.bn(self.conv(x))
+        return self.relu(y) if self.relu is not None else y
+
+
+class Stack(nn.Cell):
+    """Six ConvBNReLU at 64 channels, global average pooling, Dense(64, 10)."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.SequentialCell([ConvBNReLU(3, 64)] + [ConvBNReLU(64, 64) for _ in range(5)])
+        self.mean = ops.ReduceMean(keep_dims=False)
+        self.fc = nn.Dense(64, 10)
+
+    def construct(self, x):
+        return self.fc(self.mean(self.body(x), (2, 3)))
+
+
+class BasicBlock(nn.Cell):
+    """ResNet's basic block; a 1x1 projection on the shortcut when the shape changes."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.a = ConvBNReLU(cin, cout, stride=stride)
+        self.b = ConvBNReLU(cout, cout, relu=False)
+        self.down = ConvBNReLU(cin, cout, k=1, stride=stride, pad=0, relu=False) \
+            if stride != 1 or cin != cout else None
+        self.relu = nn.ReLU()
+
+    def construct(self, x):
+        short = self.down(x) if self.down is not None else x
+        return self.relu(self.b(self.a(x)) + short)
+
+
+class ResNet18(nn.Cell):
+    """ResNet-18 for 32x32 inputs."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        blocks, cin = [ConvBNReLU(3, 64)], 64
+        for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+            blocks += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
+            cin = cout
+        self.body = nn.SequentialCell(blocks)
+        self.mean = ops.ReduceMean(keep_dims=False)
+        self.fc = nn.Dense(512, classes)
+
+    def construct(self, x):
+        return self.fc(self.mean(self.body(x), (2, 3)))
+
+
+class AlexNet(nn.Cell):
+    """torchvision's AlexNet (without dropout, so both frameworks compute the same step)."""
+
+    def __init__(self, classes=1000):
+        super().__init__()
+        conv = lambda cin, cout, k, s, p: nn.Conv2d(cin, cout, k, stride=s, pad_mode="pad",  # noqa: E731
+                                                    padding=p, has_bias=True)
+        self.features = nn.SequentialCell([
+            conv(3, 64, 11, 4, 2), nn.ReLU(), nn.MaxPool2d(3, 2),
+            conv(64, 192, 5, 1, 2), nn.ReLU(), nn.MaxPool2d(3, 2),
+            conv(192, 384, 3, 1, 1), nn.ReLU(), conv(384, 256, 3, 1, 1), nn.ReLU(),
+            conv(256, 256, 3, 1, 1), nn.ReLU(), nn.MaxPool2d(3, 2)])
+        self.flatten = nn.Flatten()
+        self.classifier = nn.SequentialCell([nn.Dense(256 * 6 * 6, 4096), nn.ReLU(),
+                                             nn.Dense(4096, 4096), nn.ReLU(),
+                                             nn.Dense(4096, classes)])
+
+    def construct(self, x):
+        return self.classifier(self.flatten(self.features(x)))
+
+
+# ------------------------------------------------------------------------------- PyTorch twins
+def torch_twin(torch, net):
+    """The same network in PyTorch, built from our cells, with our initial weights."""
+    tnn = torch.nn
+
+    def convert(cell):
+        if isinstance(cell, nn.Conv2d):
+            w = cell.weight.asnumpy()
+            m = tnn.Conv2d(w.shape[1], w.shape[0], w.shape[2:], stride=cell.stride,
+                           padding=cell.padding[0],
+                           bias=cell.bias is not None)
+            with torch.no_grad():
+                m.weight.copy_(torch.from_numpy(w))
+                if cell.bias is not None:
+                    m.bias.copy_(torch.from_numpy(cell.bias.asnumpy()))
+            return m
+        if isinstance(cell, nn.BatchNorm2d):
+            return tnn.BatchNorm2d(cell.gamma.shape[0], eps=cell.eps, momentum=1.0 - cell.momentum)
+        if isinstance(cell, nn.Dense):
+            m = tnn.Linear(cell.in_channels, cell.out_channels)
+            with torch.no_grad():
+                m.weight.copy_(torch.from_numpy(cell.weight.asnumpy()))
+                m.bias.copy_(torch.from_numpy(cell.bias.asnumpy()))
+            return m
+        if isinstance(cell, nn.ReLU):
+            return tnn.ReLU()
+        if isinstance(cell, nn.MaxPool2d):
+            return tnn.MaxPool2d(3, 2)
+        if isinstance(cell, nn.Flatten):
+            return tnn.Flatten()
+        raise TypeError(type(cell).__name__)
+
+    class Twin(tnn.Module):
+        def __init__(self, cell):
+            super().__init__()
+            self.cell = cell
+            self.parts = tnn.ModuleDict()
+            for name, sub in cell.cells_and_names():
+                if name and isinstance(sub, (nn.Conv2d, nn.BatchNorm2d, nn.Dense, nn.ReLU,
+                                             nn.MaxPool2d, nn.Flatten)):
+                    self.parts[name.replace(".", "_")] = convert(sub)
+
+        def run(self, cell, prefix, x):
+            key = prefix.replace(".", "_")
+            if key in self.parts:
+                return self.parts[key](x)
+            if isinstance(cell, nn.SequentialCell):
+                for i, sub in enumerate(cell):
+                    x = self.run(sub, f"{prefix}.{i}" if prefix else str(i), x)
+                return x
+            sub = lambda name: getattr(cell, name)   # noqa: E731
+            at = lambda name: f"{prefix}.{name}" if prefix else name   # noqa: E731
+            if isinstance(cell, ConvBNReLU):
+                y = self.run(cell.bn, at("bn"), self.run(cell.conv, at("conv"), x))
+                return torch.relu(y) if cell.relu is not None else y
+            if isinstance(cell, BasicBlock):
+                short = self.run(cell.down, at("down"), x) if cell.down is not None else x
+                return torch.relu(self.run(cell.b, at("b"), self.run(cell.a, at("a"), x)) + short)
+            if isinstance(cell, (Stack, ResNet18)):
+                return self.run(sub("fc"), at("fc"), self.run(sub("body"), at("body"), x).mean((2, 3)))
+            if isinstance(cell, AlexNet):
+                y = self.run(cell.features, at("features"), x)
+                return self.run(cell.classifier, at("classifier"), torch.flatten(y, 1))
+            raise TypeError(type(cell).__name__)
+
+        def forward(self, x):
+            return self.run(self.cell, "", x)
+
+    return Twin(net)
+
+
+# ------------------------------------------------------------------------------- steps
+def our_step(net, momentum):
+    """value_and_grad + SGD, as a user writes it."""
+    loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    opt = nn.SGD(net.trainable_params(), 0.01, momentum=momentum)
+    grad_fn = ms.value_and_grad(lambda x, y: loss_fn(net(x), y), None, opt.parameters)
+
+    def step(x, y):
+        loss, grads = grad_fn(x, y)
+        opt(grads)
+        return loss
+    return step
+
+
+def torch_step(torch, model, momentum):
+    """zero_grad, forward, backward, SGD step."""
+    opt = torch.optim.SGD(model.parameters(), 0.01, momentum=momentum)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+MODELS = {  # name: (cell class, input shape without batch, batch, classes, momentum, steps)
+    "stack": (Stack, (3, 32, 32), 32, 10, 0.0, 5),
+    "alexnet": (AlexNet, (3, 224, 224), 16, 1000, 0.9, 1),
+    "resnet18": (ResNet18, (3, 32, 32), 16, 10, 0.9, 1),
+}
+
+
+def compare(torch, name, rounds):
+    """Median over rounds of our step time / PyTorch's, with all the round ratios."""
+    cls, shape, batch, classes, momentum, steps = MODELS[name]
+    ms.set_seed(0)
+    net = cls()
+    twin = torch_twin(torch, net)
+    twin.train()
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((batch,) + shape).astype(np.float32) for _ in range(4)]
+    ys = [rng.integers(0, classes, batch) for _ in range(4)]
+    ours = [(ms.Tensor(x), ms.Tensor(y.astype(np.int32))) for x, y in zip(xs, ys)]
+    theirs = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in zip(xs, ys)]
+    contenders = {"ours": (our_step(net, momentum), ours),
+                  "torch": (torch_step(torch, twin, momentum), theirs)}
+    losses = {k: float(np.asarray(fn(*b[0]).asnumpy() if k == "ours" else fn(*b[0]).item()))
+              for k, (fn, b) in contenders.items()}     # also the warm-up
+    for fn, b in contenders.values():
+        fn(*b[1])
+    ratios, names, counter = [], list(contenders), 0
+    for r in range(rounds):
+        times = {}
+        for k in names[r % 2:] + names[:r % 2]:
+            fn, batches = contenders[k]
+            start = time.perf_counter()
+            for i in range(steps):
+                fn(*batches[(counter + i) % len(batches)])
+            times[k] = time.perf_counter() - start
+        counter += steps
+        ratios.append(times["ours"] / times["torch"])
+    return statistics.median(ratios), ratios, losses
+
+
+def main(argv=None):
+    """Run the comparisons and print each ratio with its target."""
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--models", nargs="+", choices=sorted(MODELS),
+                        default=["stack", "alexnet"])
+    args = parser.parse_args(argv)
+    import torch
+    torch.set_num_threads(args.threads)
+    ms.set_context(num_threads=args.threads)
+    print(f"threads {args.threads} (torch {torch.get_num_threads()}), numpy {np.__version__}, "
+          f"torch {torch.__version__}")
+    rows = []
+    for name in args.models:
+        med, ratios, losses = compare(torch, name, args.rounds)
+        target = TARGETS[name]
+        print(f"{name:9s} ours / pytorch = {med:5.2f}  [{min(ratios):.2f}, {max(ratios):.2f}]  "
+              f"target <= {target}  {'pass' if med <= target else 'MISS'}   "
+              f"(first loss {losses['ours']:.4f} vs {losses['torch']:.4f})", flush=True)
+        rows.append((name, med, ratios))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
