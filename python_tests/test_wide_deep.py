@@ -56,7 +56,8 @@ def _run_example(*args, timeout=240):
 
 def test_host_device_training_reaches_the_oracle_auc_and_prints_the_seed_lines(tmp_path):
     data = str(tmp_path / "data")
-    out = _run_example("--host_device_mix", "1", "--data_path", data, "--print_every", "1")
+    out = _run_example("--host_device_mix", "1", "--data_path", data, "--synthetic_data", "1",
+                       "--print_every", "1")
     # default sizes: 60000 training rows, batches of 500, 5 epochs
     lines = _loss_lines(out)
     assert len(lines) == 5 * 120, out
@@ -189,7 +190,8 @@ def test_one_backward_equals_two_gradient_computations(tmp_path):
 @needs_mpi
 def test_data_parallel_two_ranks_equal_one_process_on_the_full_batch(tmp_path):
     data = str(tmp_path / "data")
-    common = ["--host_device_mix", "1", "--data_path", data, "--train_rows", "3000", "--test_rows",
+    common = ["--host_device_mix", "1", "--data_path", data, "--synthetic_data", "1",
+              "--train_rows", "3000", "--test_rows",
               "500", "--epochs", "1", "--print_every", "1", "--loss_file_name", "loss.log",
               "--eval_every", "0"]
     single = _run_example(*common, "--batch_size", "200", "--output_path", str(tmp_path / "one"))

@@ -4,9 +4,11 @@ or data parallel, on Criteo-format click logs.
     python examples/wide_deep/train_and_eval.py --host_device_mix 1
     python -m minitorch_dist.run -n 2 examples/wide_deep/train_and_eval.py --host_device_mix 1
 
-Without data in ``--data_path`` a small synthetic Criteo set is written there first (see
-``generate_synthetic_data.py``), drawn from a planted click model whose own AUC on the
-held-out lines (the oracle) is printed next to the model's. With ``--host_device_mix 1`` the
+Without ``--data_path`` (or with ``--synthetic_data 1``) a small synthetic Criteo set is used,
+written first if needed (see ``generate_synthetic_data.py``), drawn from a planted click model
+whose own AUC on the held-out lines (the oracle) is printed next to the model's. A
+``--data_path`` without Criteo files is an error: the script never invents data in place of
+a path the user gave. The first line printed says which data is used. With ``--host_device_mix 1`` the
 embedding tables, their lookups and both optimizers (FTRL, lazy Adam) run on the host and
 the MLP and the loss on the device ("GPU": a real one through CuPy, else the virtual GPU).
 Under the launcher every rank trains on its shard of train.txt and the gradients are
@@ -30,7 +32,7 @@ from minitorch_dist.train import Auc, Model                          # noqa: E40
 
 from generate_synthetic_data import ensure_synthetic_data, oracle_auc  # noqa: E402
 from src.callbacks import EvalCallBack, LossCallBack                  # noqa: E402
-from src.config import parse_config                                   # noqa: E402
+from src.config import check_data_path, parse_config                   # noqa: E402
 from src.datasets import create_dataset                               # noqa: E402
 from src.wide_and_deep import (NetWithLossClass, PredictWithSigmoid,  # noqa: E402
                                TrainStepWrap, WideDeepModel)
@@ -57,6 +59,7 @@ def parameter_digest(net):
 def train_and_eval(config):
     """Train ``config.epochs`` epochs, evaluating AUC as ``config.eval_every`` says; returns
     ``(model, loss callback, eval callback)``."""
+    data_source = check_data_path(config)      # before anything is written or started
     init()
     rank_id, rank_size = get_rank(), get_group_size()
     ms.set_context(mode=ms.GRAPH_MODE, device_target=config.device_target)
@@ -64,7 +67,10 @@ def train_and_eval(config):
         ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
     ms.set_seed(config.seed)
     if rank_id == 0:
-        ensure_synthetic_data(config.data_path, config.train_rows, config.test_rows, config.data_seed)
+        print(f"data: {data_source}", flush=True)
+        if config.synthetic_data:
+            ensure_synthetic_data(config.data_path, config.train_rows, config.test_rows,
+                                  config.data_seed)
     if rank_size > 1:
         get_communicator().barrier()            # rank 0 has written the data
     verbose = rank_id == 0

@@ -71,7 +71,8 @@ def _exit_code(code):
         return 0
     if isinstance(code, int):
         return code
-    print(code, file=sys.stderr)     # sys.exit("message"): Python prints it and exits 1
+    if watchdog.job_dir() is None:   # under the launcher its report says it once
+        print(code, file=sys.stderr)  # sys.exit("message"): Python prints it and exits 1
     return 1
 
 
@@ -109,6 +110,9 @@ def main(argv=None):
         run_program(argv)
     except SystemExit as exc:
         code = _exit_code(exc.code)
+        if code != 0 and watchdog.job_dir() is not None:
+            message = exc.code if isinstance(exc.code, str) else f"exit code {code}"
+            watchdog.record_failure(message=f"SystemExit: {message}", kind="system_exit")
         watchdog.record_exit(code)
         sys.stdout.flush()
         raise SystemExit(code)

@@ -26,9 +26,13 @@ def argparse_init():
                     "official/recommend/Wide_and_Deep)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     data = parser.add_argument_group("data")
-    data.add_argument("--data_path", default=DEFAULT_DATA_PATH,
+    data.add_argument("--data_path", default=None,
                       help="folder with train.txt and test.txt in Criteo's tab-separated format; "
-                           "without them a synthetic set is written there first")
+                           "it must exist (the script never invents data in place of a path you "
+                           "gave). Left out: a synthetic set in " + DEFAULT_DATA_PATH)
+    data.add_argument("--synthetic_data", type=_flag, nargs="?", const=True, default=False,
+                      help="1: use (and if needed write) a synthetic set in --data_path; the "
+                           "default when --data_path is left out")
     data.add_argument("--train_rows", type=int, default=None,
                       help="rows of the synthetic training split (default 60000 when it is "
                            "written; a value other than the existing set's rewrites it)")
@@ -87,8 +91,14 @@ def argparse_init():
 
 
 def parse_config(argv=None):
-    """Parsed options; ``field_size`` (39: 13 integer + 26 categorical Criteo fields) added."""
+    """Parsed options; ``field_size`` (39: 13 integer + 26 categorical Criteo fields) added.
+
+    Without ``--data_path`` the synthetic set in ``DEFAULT_DATA_PATH`` is used
+    (``synthetic_data`` becomes True); with it, ``check_data_path`` must find the files unless
+    ``--synthetic_data 1`` asks for a synthetic set there."""
     config = argparse_init().parse_args(argv)
+    if config.data_path is None:
+        config.data_path, config.synthetic_data = DEFAULT_DATA_PATH, True
     config.field_size = 39
     if config.host_device_mix:
         config.sparse = True          # as MindSpore's config loader does
@@ -98,3 +108,23 @@ def parse_config(argv=None):
     if not 0 < config.keep_prob <= 1:
         raise SystemExit(f"--keep_prob must lie in (0, 1], got {config.keep_prob}")
     return config
+
+
+def check_data_path(config):
+    """Refuse a ``--data_path`` without Criteo files (unless synthetic data was asked for):
+    a clear ``SystemExit`` instead of a synthetic set written in place of the user's data.
+    Returns a one-line description of the data used."""
+    path = config.data_path
+    if config.synthetic_data:
+        return f"synthetic Criteo set in {path} (a planted click model; see generate_synthetic_data.py)"
+    missing = [name for name in ("train", "test")
+               if not any(os.path.exists(os.path.join(path, name + suffix))
+                          for suffix in (".txt", ".txt.gz", ""))]
+    if not os.path.isdir(path) or missing:
+        what = "does not exist" if not os.path.isdir(path) else \
+            "has no " + " and no ".join(f"{name}.txt" for name in missing)
+        raise SystemExit(f"--data_path {path} {what}: expected train.txt and test.txt in "
+                         "Criteo's tab-separated format (or .txt.gz files, or folders train/ "
+                         "and test/). Leave --data_path out to train on a synthetic set, or add "
+                         "--synthetic_data 1 to write one into this folder.")
+    return f"Criteo files in {path}"
