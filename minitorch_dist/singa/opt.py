@@ -125,6 +125,8 @@ class Optimizer:
             raise ValueError(f"{self._name}: dtype must be a floating-point type, got {self.dtype}")
         self.core = None          # the core optimizer, once the parameters are known
         self._model = None
+        self._single = {}         # id(param) -> core of one parameter updated by update()
+        self._steps = 0
 
     # ---- binding ----------------------------------------------------------------------
     def _attach(self, model):
@@ -144,11 +146,18 @@ class Optimizer:
             raise RuntimeError(f"{self._name}: the model has no parameters yet; call "
                                "model.compile([tx], ...) first (layers create their "
                                "parameters at their first call)")
+        self.core = self._new_core(params)
+
+    def _new_core(self, params):
         for p in params:
             if p.dtype != self.dtype:
-                raise TypeError(f"{self._name}(dtype={self.dtype}): parameter {p.name!r} is "
-                                f"{p.dtype}; pass dtype=tensor.{p.dtype} to match the model")
-        self.core = self._make_core(params)
+                raise TypeError(f"{self._name}(dtype={self.dtype}): parameter "
+                                f"{p.name or tuple(p.shape)!r} is {p.dtype}; pass "
+                                f"dtype=tensor.{p.dtype} to match the model (SINGA asserts "
+                                "the same)")
+        core = self._make_core(params)
+        core.global_step.data[...] = self._steps     # schedules follow this optimizer's steps
+        return core
 
     def _make_core(self, params):
         raise NotImplementedError
@@ -174,7 +183,7 @@ class Optimizer:
     @property
     def step_counter(self):
         """Steps taken so far."""
-        return 0 if self.core is None else self.core.current_step()
+        return self._steps
 
     # ---- SINGA's entry points ---------------------------------------------------------
     def __call__(self, loss):
@@ -198,11 +207,21 @@ class Optimizer:
         self(loss)
 
     def update(self, param, grad):
-        """Apply the current step's update to one parameter (Parameter or index)."""
-        self._ensure_bound(f"{self._name}.update")
-        if isinstance(param, CoreTensor):
-            param = _tape.as_parameter(param)
-        self.core.update(param, grad)
+        """Apply the current step's update to one parameter (a trainable Tensor, or an index
+        into the bound parameters). As in SINGA, any trainable tensor may be given: one this
+        optimizer is not bound to gets its own state, kept until it is freed."""
+        if not isinstance(param, CoreTensor):
+            self._ensure_bound(f"{self._name}.update")
+            self.core.update(param, grad)
+            return
+        param = _tape.as_parameter(param)
+        if self.core is not None and any(p is param for p in self.core.parameters):
+            self.core.update(param, grad)
+            return
+        entry = self._single.get(id(param))
+        if entry is None or entry[0] is not param:
+            entry = self._single[id(param)] = (param, self._new_core([param]))
+        entry[1].update(param, grad)
 
     def apply(self, param_name, param_value, param_grad):
         """SINGA's ``apply(name, param, grad)``: the update of one parameter."""
@@ -210,8 +229,10 @@ class Optimizer:
 
     def step(self):
         """Advance the step counter (the learning-rate schedule follows it)."""
-        self._ensure_bound(f"{self._name}.step")
-        self.core.step()
+        self._steps += 1
+        for core in [self.core] + [c for _, c in self._single.values()]:
+            if core is not None:
+                core.step()
 
     def get_states(self):
         raise not_supported(f"{self._name}.get_states", "save the model with "

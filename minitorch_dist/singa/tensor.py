@@ -204,7 +204,7 @@ class SingaTensorMethods:
     # ---- copies out and moves ---------------------------------------------------------
     def to_numpy(self):
         """A NumPy copy (SINGA has only the module function ``tensor.to_numpy(t)``)."""
-        return self.asnumpy()
+        return to_numpy(self)
 
     def clone(self):
         """A new facade Tensor with a copy of the data, on the same device."""
@@ -297,10 +297,12 @@ class Parameter(SingaTensorMethods, CoreParameter):
 
 # ---- module functions -------------------------------------------------------------------
 def to_numpy(t):
-    """The values of ``t`` (any Tensor) as a NumPy array on the host."""
+    """A copy of the values of ``t`` (any Tensor) as a NumPy array on the host (SINGA
+    clones too: later in-place updates of ``t`` do not show in it)."""
     if not isinstance(t, CoreTensor):
         raise TypeError(f"tensor.to_numpy(t): expected a Tensor, got {type(t).__name__}")
-    return t.asnumpy()
+    array = t.asnumpy()
+    return array.copy() if np.shares_memory(array, t.data) else array
 
 
 def from_numpy(np_array, dev=None):
