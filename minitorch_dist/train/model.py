@@ -15,6 +15,7 @@ import contextlib
 import warnings
 
 from ..autograd import no_grad
+from ..communication.watchdog import set_step as _set_step
 from ..extension import extension
 from ..nn.cell import Cell
 from ..nn.wrappers import TrainOneStepCell, WithEvalCell, WithLossCell
@@ -209,6 +210,7 @@ class Model:
             steps += 1
             cb_params.cur_step_num += 1
             cb_params.cur_step_in_epoch = steps
+            _set_step(cb_params.cur_step_num)     # named if a peer leaves the job early
             cb_params.train_dataset_element = batch
             callbacks.on_train_step_begin(run_context)
             cb_params.net_outputs = net(*batch)
