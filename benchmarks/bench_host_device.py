@@ -53,6 +53,7 @@ time ratio largest / reference. No PyTorch there; do not run it next to heavy jo
 """
 import argparse
 import gc
+import importlib.util
 import json
 import math
 import os
@@ -471,9 +472,27 @@ def parse_args(argv=None):
     return args
 
 
+def torch_missing():
+    """Why the benchmark cannot run (a one-line reason), or None: it compares against PyTorch,
+    an optional dependency (``pip install torch``, the CPU build is enough)."""
+    try:
+        found = importlib.util.find_spec("torch") is not None
+    except ImportError:
+        found = False
+    if not found:
+        return ("bench_host_device: skipped: it compares against PyTorch, which is not "
+                "installed (pip install torch; the CPU build is enough)")
+    return None
+
+
 def main(argv=None):
-    import torch
+    """Run the benchmark; without PyTorch print the one-line reason and return None."""
     args = parse_args(argv)
+    reason = torch_missing()
+    if reason is not None:
+        print(reason, file=sys.stderr)
+        return None
+    import torch
     ms.set_seed(args.seed)
     torch_threads = torch.get_num_threads()
     set_threads(args.threads)
