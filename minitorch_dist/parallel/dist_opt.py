@@ -219,6 +219,14 @@ class DistOpt:
         wire_clip = None if clip is None else clip * scale * prescale
         divisor = scale if early else world * scale
         pending = self._fused.start(params, grads, threshold, half, prescale, wire_clip)
+        if self.loss_scale is None and half:   # an fp16 overflow must not reach the weights
+            pending = [self._fused.finish(params, item, divisor) for item in pending]
+            _check_half_finite(pending, world)
+            for _, views in pending:
+                for pos, g in views:
+                    self.opt.update(pos, g)
+            self.opt.step()
+            return True
         if self.loss_scale is None:    # update each bucket's parameters as soon as it arrives
             for item in pending:
                 for pos, g in self._fused.finish(params, item, divisor)[1]:
@@ -389,3 +397,15 @@ def check_same_model(comm, params, world_size=None):
 
 def _describe(spec):
     return "missing" if spec is None else f"shape {spec[0]} {spec[1]}"
+
+
+def _check_half_finite(results, world):
+    """Raise ``FloatingPointError`` (on every rank: the reduced values are the same) when an
+    fp16 step without loss scaling produced inf/NaN, before any parameter changes."""
+    for flat, _ in results:
+        if not bool(array_module(flat).isfinite(flat).all()):
+            raise FloatingPointError(
+                "DistOpt fp16: a gradient overflowed float16 on the wire (|g| / world size > "
+                f"65504 with {world} ranks) or holds inf/NaN; the step was not applied. Use "
+                "loss_scale='dynamic' (such steps are skipped and the scale lowered), "
+                "clipping=True with clip_Value, or dist_option='fp32'.")
