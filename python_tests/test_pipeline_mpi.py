@@ -27,10 +27,12 @@ BAD = os.path.join(SCRIPTS, "pipeline_bad_input.py")
     (2, ["--interleave", "--micro", "2"]),
     (2, ["--loop"]),
     (2, ["--loop", "--all-params"]),
+    (4, ["--v26"]),
     (4, ["--stages", "2", "--loop"]),
     (2, ["--stages", "1"]),
 ], ids=["2-stages-1f1b", "2-stages-gpipe", "4-stages-1f1b", "4-stages-gpipe",
         "2-stages-interleaved", "2-stages-value_and_grad", "2-stages-all-params-optimizer",
+        "2x2-mindspore-2.6-form",
         "2x2-value_and_grad",
         "1-stage-2-replicas"])
 def test_pipelined_training_equals_one_process(world, args):

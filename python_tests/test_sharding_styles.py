@@ -262,13 +262,26 @@ def test_auto_parallel_bad_input():
         ap.pipeline(stages=1, scheduler="zero_bubble")
     with pytest.raises(ValueError, match="stages must be positive"):
         ap.pipeline(stages=0)
-    with pytest.raises(NotImplementedError, match="pipeline_stages=2"):
-        ap.pipeline(stages=2)
+    with pytest.raises(TypeError, match="interleave must be True or False"):
+        ap.pipeline(stages=2, interleave="yes")
     with pytest.raises(ValueError, match="dataset_strategy"):
         ap.dataset_strategy(((8, 1.5),))
     from minitorch_dist.parallel.nn import Pipeline
     with pytest.raises(ValueError, match="not a cell of the network.*_backbone"):
         Pipeline(nn.WithLossCell(nn.Dense(2, 2), nn.MSELoss()), 2, stage_config={"layer9": 0})
+
+
+def test_settings_conflicting_between_styles_are_refused():
+    """The context says one thing, AutoParallel another: a clear error, not a silent winner."""
+    ms.set_auto_parallel_context(parallel_mode="data_parallel")
+    with pytest.raises(ValueError, match=r"conflict.*'data_parallel' \(context\) vs "
+                                         r"'semi_auto_parallel' \(AutoParallel\)"):
+        AutoParallel(lambda x: x)(ms.Tensor([1.0]))
+    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel", pipeline_stages=2)
+    ap = AutoParallel(lambda x: x)
+    ap.pipeline(stages=4)
+    with pytest.raises(ValueError, match="pipeline_stages 2 \\(context\\) vs 4"):
+        ap(ms.Tensor([1.0]))
 
 
 def test_jit_keeps_results_and_checks_options():

@@ -12,9 +12,11 @@ its options.
 The methods set the rest: ``dataset_strategy(config)``, ``save_param_strategy_file(path)``
 (the parameters' layouts as JSON after the first call), ``load_param_strategy_file(path)``
 (checked against the plan: a parameter laid out differently is a ``ShardingError``),
-``enable_gradients_mean()``. ``pipeline(stages=1, ...)`` checks its arguments; stages > 1
-through ``AutoParallel`` are refused (set ``pipeline_stages`` in the context before building
-the ``PipelineCell``).
+``enable_gradients_mean()``, ``pipeline(stages, output_broadcast, interleave, scheduler)``
+(a ``PipelineCell`` built before sets itself up for the stages at its first call).
+
+Options set both here and, differently, with ``ms.set_auto_parallel_context`` conflict: the
+call raises a ``ValueError`` naming both rather than letting one silently win.
 """
 import json
 import logging
@@ -23,7 +25,7 @@ import os
 from ..extension import extension
 from ..nn.cell import Cell
 from .context import (PIPELINE_SCHEDULERS, ParallelMode, _is_dataset_strategy,
-                      auto_parallel_scope)
+                      auto_parallel_scope, get_auto_parallel_context)
 from .sharding.checkpoint import layout_json, layout_from_json
 from .sharding.parameters import sliced_parameters
 from .sharding.rules import ShardingError
@@ -70,6 +72,7 @@ class AutoParallel(Cell):
         object.__setattr__(self, "_save_file", None)
         object.__setattr__(self, "_load_file", None)
         object.__setattr__(self, "_checked", False)
+        object.__setattr__(self, "_warned", False)
 
     # ---- configuration ----------------------------------------------------------------
     def dataset_strategy(self, config):
@@ -103,12 +106,12 @@ class AutoParallel(Cell):
         if scheduler.lower() not in PIPELINE_SCHEDULERS:
             raise ValueError(f"AutoParallel.pipeline: scheduler must be one of "
                              f"{list(PIPELINE_SCHEDULERS)}, got {scheduler!r}")
-        if stages > 1:
-            raise NotImplementedError(
-                f"AutoParallel.pipeline(stages={stages}): pipeline stages set through "
-                "AutoParallel are not implemented; call ms.set_auto_parallel_context("
-                f"parallel_mode='semi_auto_parallel', pipeline_stages={stages}) before building "
-                "the PipelineCell instead")
+        self._options["pipeline_stages"] = stages
+        self._options["pipeline_config"] = {"pipeline_scheduler": scheduler.lower(),
+                                            "pipeline_interleave": interleave}
+        if output_broadcast:
+            logger.warning("AutoParallel.pipeline: output_broadcast=True is what happens "
+                           "already: every rank gets the pipelined outputs")
 
     def save_param_strategy_file(self, file_path):
         """Write the parameters' layouts (JSON) to ``file_path`` after the first call."""
@@ -123,7 +126,29 @@ class AutoParallel(Cell):
 
     def parallel_scope(self):
         """The options of this AutoParallel, as a ``with`` block (``Model`` uses it)."""
+        self._check_conflicts()
         return auto_parallel_scope(**self._options)
+
+    def _check_conflicts(self):
+        glob = {key: get_auto_parallel_context(key) for key in
+                ("parallel_mode", "pipeline_stages", "dataset_strategy")}
+        mine = self._options
+        conflicts = []
+        if glob["parallel_mode"] not in (ParallelMode.STAND_ALONE, mine["parallel_mode"]):
+            conflicts.append(f"parallel_mode {glob['parallel_mode']!r} (context) vs "
+                             f"{mine['parallel_mode']!r} (AutoParallel)")
+        if glob["pipeline_stages"] > 1 and glob["pipeline_stages"] != mine.get("pipeline_stages",
+                                                                               glob["pipeline_stages"]):
+            conflicts.append(f"pipeline_stages {glob['pipeline_stages']} (context) vs "
+                             f"{mine['pipeline_stages']} (AutoParallel.pipeline)")
+        if "dataset_strategy" in mine and glob["dataset_strategy"] != "data_parallel" \
+                and glob["dataset_strategy"] != mine["dataset_strategy"]:
+            conflicts.append(f"dataset_strategy {glob['dataset_strategy']!r} (context) vs "
+                             f"{mine['dataset_strategy']!r} (AutoParallel.dataset_strategy)")
+        if conflicts:
+            raise ValueError("AutoParallel: its settings conflict with "
+                             "ms.set_auto_parallel_context: " + "; ".join(conflicts)
+                             + "; set each option in one place")
 
     # ---- running ----------------------------------------------------------------------
     def construct(self, *args):
@@ -135,6 +160,11 @@ class AutoParallel(Cell):
         if not self._checked:
             object.__setattr__(self, "_checked", True)
             self._strategy_files()
+        if self._options["parallel_mode"] == ParallelMode.AUTO_PARALLEL and \
+                self._options.get("search_mode") == "recursive_programming" and not self._warned:
+            object.__setattr__(self, "_warned", True)
+            logger.warning("AutoParallel: 'recursive_programming' is served by sharding "
+                           "propagation here")
         return out
 
     def _strategy_files(self):

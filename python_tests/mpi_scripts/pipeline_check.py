@@ -29,6 +29,9 @@ parser.add_argument("--batch", type=int, default=8)
 parser.add_argument("--loop", action="store_true", help="value_and_grad + PipelineGradReducer")
 parser.add_argument("--all-params", action="store_true",
                     help="the optimizer over net.trainable_params() (MindSpore 2.x scripts)")
+parser.add_argument("--v26", action="store_true",
+                    help="MindSpore 2.6's form: Pipeline(stage_config=...), AutoParallel(...)"
+                         ".pipeline(stages), jit, an optimizer over every parameter")
 parser.add_argument("--ckpt-dir", default=None)
 parser.add_argument("--gpu", action="store_true", help="device_target GPU (the virtual GPU here)")
 args = parser.parse_args()
@@ -73,7 +76,8 @@ class Net(nn.Cell):
         self.b3 = Block(4, 4)
         self.head = Head(self.b1.gain)
         for i, cell in enumerate((self.b1, self.b2, self.b3, self.head)):
-            cell.pipeline_stage = stage_of[i]
+            if not args.v26:                # --v26 names the stages in Pipeline's stage_config
+                cell.pipeline_stage = stage_of[i]
         self.b1.gain.add_pipeline_stage(stage_of[0])
         self.b1.gain.add_pipeline_stage(stage_of[3])
 
@@ -115,17 +119,55 @@ def build(stages, stage_of, micro):
     return net, nn.PipelineCell(nn.WithLossCell(net, loss), micro)
 
 
+def train_v26():
+    """MindSpore 2.6's pipeline tutorial form; returns (net, its Pipeline, this rank's own
+    parameters)."""
+    from minitorch_dist.parallel.auto_parallel import AutoParallel
+    from minitorch_dist.parallel.nn import Pipeline, PipelineGradReducer
+    ms.set_auto_parallel_context(pipeline_stages=1)      # AutoParallel.pipeline sets them
+    ms.set_seed(7)
+    net = Net(stage_map())
+    optimizer = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+    reducer = PipelineGradReducer(optimizer.parameters)
+    loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    names = ("_backbone.b1", "_backbone.b2", "_backbone.b3", "_backbone.head")
+    pipe = Pipeline(nn.WithLossCell(net, loss_fn), args.micro,
+                    stage_config=dict(zip(names, stage_map())))
+    grad_fn = ops.value_and_grad(lambda a, b: pipe(a, b), None, optimizer.parameters)
+
+    @ms.jit
+    def train_one_step(a, b):
+        loss, grads = grad_fn(a, b)
+        optimizer(reducer(grads))
+        return loss
+
+    step = AutoParallel(train_one_step, parallel_mode="semi_auto")
+    step.pipeline(stages=args.stages, scheduler=args.scheduler, interleave=args.interleave)
+    batches = list(ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False)
+                   .batch(args.batch).create_tuple_iterator())
+    replica = rank % replicas
+    for k in range(args.steps):
+        bx, by = batches[k * replicas + replica]
+        losses.values.append(float(step(bx, by).asnumpy()))
+    return net, pipe, [p for p in net.trainable_params() if not p.released]
+
+
 # ---- pipelined ----------------------------------------------------------------------------
 ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.SEMI_AUTO_PARALLEL, gradients_mean=True,
                              pipeline_config={"pipeline_scheduler": args.scheduler,
                                               "pipeline_interleave": args.interleave})
-net, net_pipeline = build(args.stages, stage_map(), args.micro)
-initial = {p.name: p.asnumpy().copy() for p in net.trainable_params() if not p.released}
-params = net.infer_param_pipeline_stage()
-opt = nn.Momentum(net.trainable_params() if args.all_params else params, 0.1, 0.9)
 losses = Losses()
-data = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(args.batch)
-if args.loop:
+if not args.v26:
+    net, net_pipeline = build(args.stages, stage_map(), args.micro)
+    initial = {p.name: p.asnumpy().copy() for p in net.trainable_params() if not p.released}
+    params = net.infer_param_pipeline_stage()
+    opt = nn.Momentum(net.trainable_params() if args.all_params else params, 0.1, 0.9)
+    data = ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(args.batch)
+if args.v26:
+    ms.set_seed(7)
+    initial = {p.name: p.asnumpy().copy() for p in Net(stage_map()).trainable_params()}
+    net, net_pipeline, params = train_v26()
+elif args.loop:
     grad_fn = ms.value_and_grad(net_pipeline, None, opt.parameters)
     reducer = nn.PipelineGradReducer(opt.parameters)
     batches = list(data.create_tuple_iterator())
@@ -170,7 +212,7 @@ if replicas == 1:       # every rank reports the whole loss of the step
 gain_shared = net.b1.gain.pipeline_stages == {stage_map()[0], stage_map()[3]}
 assert gain_shared, net.b1.gain.pipeline_stages
 
-if not args.loop:          # evaluation and prediction through the pipeline, on every rank
+if not args.loop and not args.v26:          # evaluation and prediction through the pipeline, on every rank
     evaluated = model.eval(ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(args.batch))
     predicted = model.predict(ms.Tensor(x[:args.batch])).asnumpy()
     ref_net.set_train(False)

@@ -41,7 +41,20 @@ class PipelineGradReducer(Cell):
                                       "not supported")
         self.parameters_ = params
         self.scale_sense = float(scale_sense)
+        self._steps = None
+        self._foreign = []
+        self._engine = None
+        self._plan()
+
+    def _plan(self):
+        """The reductions, from the pipeline holding the parameters: made at construction,
+        or at the first call when the pipeline is set up later (MindSpore 2.x scripts build
+        the reducer before the ``Pipeline`` and set the stages on ``AutoParallel``)."""
+        params = self.parameters_
         engine = current_engine(params)
+        if self._steps is not None and engine is self._engine:
+            return
+        self._engine = engine
         self._steps = []
         self._foreign = []
         if engine is None:           # one stage: nothing crosses processes
@@ -70,6 +83,7 @@ class PipelineGradReducer(Cell):
         if not isinstance(grads, (tuple, list)) or len(grads) != len(self.parameters_):
             raise ValueError(f"PipelineGradReducer: expected {len(self.parameters_)} gradients "
                              "aligned with the parameters")
+        self._plan()
         grads = list(grads)
         for i in self._foreign:            # another stage's parameter: not updated here
             grads[i] = None

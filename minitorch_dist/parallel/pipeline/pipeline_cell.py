@@ -175,15 +175,27 @@ class PipelineCell(Cell):
                                       "cell.pipeline_stage on the cells instead")
         self.network = network
         self.micro_size = micro_size
+        self._engine = None
+        self._topology = None
+        self._stages_built = None
+        self.stats = {}
+        self._build()
+
+    def _build(self):
+        """Set up for the pipeline options in force: at construction, and again at a call
+        made under more stages (``AutoParallel(...).pipeline(stages=2)`` sets them for its
+        calls only, after the network was built). Once pipelined, it stays as built."""
         stages = get_auto_parallel_context("pipeline_stages")
+        if self._engine is not None or stages == self._stages_built:
+            return
+        micro_size = self.micro_size
+        network = self.network
         if micro_size < stages:
             raise ValueError(f"PipelineCell: micro_size ({micro_size}) must be at least "
                              f"pipeline_stages ({stages}), so that every stage has work")
         config = get_auto_parallel_context("pipeline_config")
         self.scheduler = config["pipeline_scheduler"]
-        self._engine = None
-        self._topology = None
-        self.stats = {}
+        self._stages_built = stages
         if stages > 1:
             engine = _Engine(network, this_rank_topology(), config["pipeline_interleave"])
             object.__setattr__(self, "_engine", engine)
@@ -198,10 +210,12 @@ class PipelineCell(Cell):
     @property
     def topology(self):
         """This rank's ``PipelineTopology`` (None in a single process without stages)."""
+        self._build()
         return self._topology
 
     # ---- running --------------------------------------------------------------------------
     def construct(self, *inputs):
+        self._build()
         micro = split_microbatches(inputs, self.micro_size)
         if self._engine is None:           # one stage: micro-batching only
             total = None
@@ -249,6 +263,7 @@ class PipelineCell(Cell):
         """Run ``network`` (a cell built on the same staged backbone) over the micro-batches,
         forwards only, and return its outputs on every rank: each output concatenated over
         the micro-batches on axis 0, a 0-d output (a loss) averaged."""
+        self._build()
         micro = split_microbatches(inputs, self.micro_size)
         if self._engine is None:
             with no_grad():
