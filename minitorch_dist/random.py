@@ -1,4 +1,8 @@
-"""The global random state used by initializers, dropout and dataset shuffling."""
+"""The global random state used by initializers, dropout and dataset shuffling.
+
+``get_rng_state``/``set_rng_state`` save and restore it (checkpoints carry it, so that a
+resumed run draws the same dropout masks as an uninterrupted one).
+"""
 import numpy as np
 
 _state = {"seed": None, "rng": np.random.default_rng()}
@@ -23,3 +27,33 @@ def get_seed():
 def rng():
     """The framework's NumPy ``Generator``."""
     return _state["rng"]
+
+
+def get_rng_state():
+    """The framework's random state as a JSON-compatible dict (the seed and the host
+    generator's bit-generator state), for checkpoints that must resume exactly.
+
+    >>> set_seed(3); state = get_rng_state(); a = rng().random()
+    >>> set_rng_state(state); rng().random() == a
+    True
+    """
+    return {"seed": _state["seed"], "bit_generator": _state["rng"].bit_generator.state}
+
+
+def set_rng_state(state):
+    """Restore a state from :func:`get_rng_state`: the next draws (initializers, dropout,
+    shuffles) are those that followed the moment it was taken. The generator object is
+    kept, so code holding ``rng()`` sees the restored state too."""
+    if not isinstance(state, dict) or not isinstance(state.get("bit_generator"), dict):
+        raise ValueError(f"set_rng_state expects a dict from get_rng_state(), got {state!r:.80}")
+    wanted = state["bit_generator"].get("bit_generator")
+    generator = _state["rng"]
+    if type(generator.bit_generator).__name__ != wanted:
+        generator = np.random.Generator(getattr(np.random, str(wanted))())
+    try:
+        generator.bit_generator.state = state["bit_generator"]
+    except (TypeError, ValueError, KeyError) as err:
+        raise ValueError(f"set_rng_state: not a valid generator state: {err}") from None
+    _state["rng"] = generator
+    seed = state.get("seed")
+    _state["seed"] = None if seed is None else int(seed)

@@ -115,6 +115,25 @@ class Dataset:
         raise ValueError(f"{type(self).__name__} is empty: no row to read shapes or types from")
 
     # ---- iteration --------------------------------------------------------------------------
+    def get_epoch(self):
+        """How many epochs this dataset has started: the key of the next epoch's shuffle."""
+        return self._next_epoch
+
+    def set_epoch(self, epoch):
+        """Make the next epoch shuffle as epoch number ``epoch`` (0-based) does: resuming
+        training at epoch ``k`` (``Model.train(..., initial_epoch=k)``) sees the same order
+        as an uninterrupted run. Checkpoints written by ``ModelCheckpoint`` record it.
+
+        >>> import numpy as np, minitorch_dist.dataset as ds
+        >>> data = ds.NumpySlicesDataset({"x": np.arange(6)}, shuffle=True)
+        >>> first, second = [[int(x) for (x,) in data] for _ in range(2)]
+        >>> data.set_epoch(1); [int(x) for (x,) in data] == second
+        True
+        """
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+            raise ValueError(f"set_epoch: epoch must be a non-negative int, got {epoch!r}")
+        self._next_epoch = int(epoch)
+
     def _reserve_epoch(self):
         """The next epoch number of this dataset (counted over all its iterators)."""
         epoch = self._next_epoch

@@ -10,13 +10,22 @@ opens it like an ``.npz``:
   ``requires_grad`` and the CRC-32 of the array's bytes (C order), checked on load.
   String values from ``append_dict`` are stored in the manifest itself.
 
-Writing is atomic: the archive goes to a temporary file in the same directory, is flushed
-and fsynced, then renamed over the final name with ``os.replace``. A crash or an error in
-the middle leaves the previous file untouched and no temporary file behind. Loading never
-unpickles anything (``allow_pickle=False``).
+Writing is atomic: the archive goes to a temporary file in the same directory
+(``.<name>.<pid>.<random>.tmp``), is flushed and fsynced, then renamed over the final name
+with ``os.replace``. An error in the middle leaves the previous file untouched and removes
+the temporary file; a process killed in the middle (SIGKILL) cannot, so the next save of the
+same file removes temporary files whose writing process is gone. Loading never unpickles
+anything (``allow_pickle=False``), and any corruption (a bad ZIP header, a truncated member,
+a wrong checksum or manifest) is a ``ValueError`` naming the file.
+
+Exact resume: ``ModelCheckpoint`` adds a ``__train_state__`` string entry (epoch, step, the
+framework's random state, the dataset's epoch counter). ``restore_train_state(checkpoint,
+dataset)`` puts it back; ``Model.train(epochs, dataset, initial_epoch=state["epoch"])`` then
+equals an uninterrupted run bit for bit, shuffles and dropout masks included.
 """
 import json
 import os
+import re
 import threading
 import uuid
 import zipfile
@@ -32,11 +41,12 @@ from ..nn.parameter import Parameter
 from ..tensor import Tensor
 
 __all__ = ["save_checkpoint", "load_checkpoint", "load_param_into_net", "wait_async_saves",
-           "checkpoint_entries"]
+           "checkpoint_entries", "restore_train_state", "train_state_json", "TRAIN_STATE"]
 
 FORMAT = "minitorch_dist.checkpoint"
 VERSION = 1
 MANIFEST = "__checkpoint__.json"
+TRAIN_STATE = "__train_state__"
 
 
 # ---- saving ---------------------------------------------------------------------------------
@@ -252,9 +262,12 @@ def _write_archive(fileobj, snapshot):
 def _write_atomic(path, snapshot):
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp")
+    remove_stale_temporaries(path)
+    tmp = os.path.join(directory,
+                       f".{os.path.basename(path)}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
     # O_EXCL: never clobber anything; mode 0o666 lets the umask decide, like open()
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    _writing.add(os.path.basename(tmp))
     try:
         with os.fdopen(fd, "wb") as out:
             _write_archive(out, snapshot)
@@ -267,7 +280,47 @@ def _write_atomic(path, snapshot):
         except OSError:
             pass
         raise
+    finally:
+        _writing.discard(os.path.basename(tmp))
     _fsync_directory(directory)
+
+
+def remove_stale_temporaries(path):
+    """Remove temporary files of earlier saves of ``path`` whose writing process is gone
+    (killed in the middle of a save); returns the paths removed. Temporary files of a
+    process that still runs (a save in progress) are left alone."""
+    directory, base = os.path.split(path)
+    pattern = re.compile(r"^\." + re.escape(base) + r"\.(?:(\d+)\.)?[0-9a-f]{12}\.tmp$")
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        match = pattern.match(name)
+        if match is None:
+            continue
+        pid = int(match.group(1)) if match.group(1) else None
+        if pid is not None and pid != os.getpid() and _process_exists(pid):
+            continue
+        if pid == os.getpid() and name in _writing:
+            continue
+        try:
+            os.remove(os.path.join(directory, name))
+            removed.append(os.path.join(directory, name))
+        except OSError:
+            pass
+    return removed
+
+
+def _process_exists(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _fsync_directory(directory):
@@ -286,6 +339,7 @@ def _fsync_directory(directory):
 
 # ---- asynchronous saves ---------------------------------------------------------------------
 _async = {"thread": None, "error": None}
+_writing = set()     # temporary file names this process is writing now
 
 
 def _start_async(path, snapshot):
@@ -316,6 +370,10 @@ def wait_async_saves():
 
 
 # ---- loading --------------------------------------------------------------------------------
+class _CheckpointError(ValueError):
+    """A ValueError this module raised itself (already names the file)."""
+
+
 def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=None,
                     specify_prefix=None, choice_func=None):
     """Read a checkpoint into an ordered dict ``name -> Parameter`` (strings stay ``str``).
@@ -335,7 +393,7 @@ def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=N
     wait_async_saves()
     if not os.path.isfile(path):
         what = "is a directory" if os.path.isdir(path) else "does not exist"
-        raise ValueError(f"load_checkpoint: checkpoint file {path!r} {what}")
+        raise _CheckpointError(f"load_checkpoint: checkpoint file {path!r} {what}")
     try:
         with zipfile.ZipFile(path, "r") as archive:
             entries = _read_manifest(archive, path)
@@ -344,10 +402,15 @@ def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=N
                 if wanted(entry["name"]):
                     params[entry["name"]] = _read_entry(archive, entry, path)
     except zipfile.BadZipFile as err:
-        raise ValueError(f"load_checkpoint: {path!r} is corrupt or truncated (not a valid ZIP "
+        raise _CheckpointError(f"load_checkpoint: {path!r} is corrupt or truncated (not a valid ZIP "
                          f"archive: {err})") from None
     except OSError as err:
-        raise ValueError(f"load_checkpoint: cannot read {path!r}: {err}") from None
+        raise _CheckpointError(f"load_checkpoint: cannot read {path!r}: {err}") from None
+    except _CheckpointError:
+        raise
+    except Exception as err:   # a damaged header trips the ZIP reader in many ways
+        raise _CheckpointError(f"load_checkpoint: {path!r} is corrupt ({type(err).__name__} while "
+                         f"reading it: {err})") from None
     if net is not None:
         load_param_into_net(net, params, strict_load)
     return params
@@ -382,22 +445,22 @@ def _read_manifest(archive, path):
     try:
         raw = archive.read(MANIFEST)
     except KeyError:
-        raise ValueError(f"load_checkpoint: {path!r} has no {MANIFEST} manifest: it is not a "
+        raise _CheckpointError(f"load_checkpoint: {path!r} has no {MANIFEST} manifest: it is not a "
                          "checkpoint written by minitorch_dist.save_checkpoint") from None
     try:
         manifest = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"load_checkpoint: the manifest of {path!r} is corrupt: {err}") from None
+        raise _CheckpointError(f"load_checkpoint: the manifest of {path!r} is corrupt: {err}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ValueError(f"load_checkpoint: {path!r} is not a {FORMAT} file (manifest format "
+        raise _CheckpointError(f"load_checkpoint: {path!r} is not a {FORMAT} file (manifest format "
                          f"{manifest.get('format') if isinstance(manifest, dict) else None!r})")
     version = manifest.get("version")
     if not isinstance(version, int) or not 1 <= version <= VERSION:
-        raise ValueError(f"load_checkpoint: {path!r} has format version {version!r}; this "
+        raise _CheckpointError(f"load_checkpoint: {path!r} has format version {version!r}; this "
                          f"minitorch_dist reads versions 1 to {VERSION}")
     entries = manifest.get("entries")
     if not isinstance(entries, list) or not all(isinstance(e, dict) and "name" in e for e in entries):
-        raise ValueError(f"load_checkpoint: the manifest of {path!r} has no valid entry list")
+        raise _CheckpointError(f"load_checkpoint: the manifest of {path!r} has no valid entry list")
     return entries
 
 
@@ -409,25 +472,86 @@ def _read_entry(archive, entry, path):
         with archive.open(entry["member"]) as member:
             array = np.lib.format.read_array(member, allow_pickle=False)
     except KeyError:
-        raise ValueError(f"load_checkpoint: {path!r} lacks the data of parameter {name!r} "
+        raise _CheckpointError(f"load_checkpoint: {path!r} lacks the data of parameter {name!r} "
                          f"(member {entry.get('member')!r})") from None
     except (ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
-        raise ValueError(f"load_checkpoint: the data of parameter {name!r} in {path!r} is "
+        raise _CheckpointError(f"load_checkpoint: the data of parameter {name!r} in {path!r} is "
                          f"corrupt: {err}") from None
     if array.dtype.str != entry.get("dtype") or list(array.shape) != entry.get("shape"):
-        raise ValueError(f"load_checkpoint: parameter {name!r} in {path!r} has dtype {array.dtype} "
+        raise _CheckpointError(f"load_checkpoint: parameter {name!r} in {path!r} has dtype {array.dtype} "
                          f"and shape {array.shape}, but the manifest says {entry.get('dtype')} "
                          f"and {tuple(entry.get('shape') or ())}")
     if zlib.crc32(_c_order(array)) != entry.get("crc32"):
-        raise ValueError(f"load_checkpoint: checksum mismatch for parameter {name!r} in {path!r}: "
+        raise _CheckpointError(f"load_checkpoint: checksum mismatch for parameter {name!r} in {path!r}: "
                          "the file is corrupt")
     if not array.dtype.isnative:   # written on a machine of the other byte order
         array = array.astype(array.dtype.newbyteorder("="))
     if array.dtype not in dtypes.SUPPORTED:
-        raise ValueError(f"load_checkpoint: parameter {name!r} in {path!r} has dtype {array.dtype}, "
+        raise _CheckpointError(f"load_checkpoint: parameter {name!r} in {path!r} has dtype {array.dtype}, "
                          f"which minitorch_dist does not support ({[str(d) for d in dtypes.SUPPORTED]})")
     return Parameter(Tensor._make(array, get_device("CPU")), name=name,
                      requires_grad=bool(entry.get("requires_grad", True)))
+
+
+# ---- training state (exact resume) ----------------------------------------------------------
+def train_state_json(cb_params):
+    """The ``__train_state__`` entry ``ModelCheckpoint`` writes: a JSON string with the epoch,
+    the global step, the step within the epoch and the epoch's size, the framework's random
+    state and the training dataset's epoch counter (which seeds its shuffles)."""
+    from .. import random as framework_random
+    dataset = getattr(cb_params, "train_dataset", None)
+    epoch_of_dataset = dataset.get_epoch() if hasattr(dataset, "get_epoch") else None
+    state = {"version": 1, "epoch": int(cb_params.cur_epoch_num),
+             "step": int(cb_params.cur_step_num),
+             "step_in_epoch": int(getattr(cb_params, "cur_step_in_epoch", 0) or 0),
+             "batch_num": int(getattr(cb_params, "batch_num", 0) or 0),
+             "dataset_epoch": epoch_of_dataset,
+             "rng": framework_random.get_rng_state()}
+    return json.dumps(state)
+
+
+def restore_train_state(checkpoint, dataset=None):
+    """Put back the training state a ``ModelCheckpoint`` file carries, for an exact resume.
+
+    ``checkpoint`` is a path or the dict ``load_checkpoint`` returned. Restores the
+    framework's random state (dropout masks, later initializers) and, with ``dataset``, its
+    epoch counter (its shuffle order). Returns ``{"epoch", "step", "step_in_epoch",
+    "batch_num", "complete_epoch"}``: resume with ``Model.train(total_epochs, dataset,
+    initial_epoch=state["epoch"])`` after ``load_checkpoint(path, train_network)``. A
+    checkpoint written in the middle of an epoch resumes at the start of the next epoch
+    (``complete_epoch`` is False): not bit-identical, and a ``UserWarning`` says so.
+    A checkpoint without training state is a ValueError naming the file.
+    """
+    import warnings
+    from .. import random as framework_random
+    where = checkpoint if isinstance(checkpoint, (str, os.PathLike)) else "the checkpoint"
+    if isinstance(checkpoint, (str, os.PathLike)):
+        checkpoint = load_checkpoint(checkpoint, specify_prefix=TRAIN_STATE)
+    if not isinstance(checkpoint, dict):
+        raise TypeError("restore_train_state: checkpoint must be a path or the dict "
+                        f"load_checkpoint returned, got {type(checkpoint).__name__}")
+    raw = checkpoint.get(TRAIN_STATE)
+    if not isinstance(raw, str):
+        raise ValueError(f"restore_train_state: {where} has no {TRAIN_STATE} entry (it was not "
+                         "written by ModelCheckpoint, or by a version before exact resume)")
+    try:
+        state = json.loads(raw)
+        framework_random.set_rng_state(state["rng"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"restore_train_state: the {TRAIN_STATE} entry of {where} is corrupt: "
+                         f"{err}") from None
+    complete = state.get("batch_num", 0) in (0, state.get("step_in_epoch"))
+    if not complete:
+        warnings.warn(f"restore_train_state: {where} was written at step "
+                      f"{state.get('step_in_epoch')} of {state.get('batch_num')} of epoch "
+                      f"{state['epoch']}; training resumes at epoch {state['epoch'] + 1}, which "
+                      "is not bit-identical to an uninterrupted run (save at epoch ends for "
+                      "that)", UserWarning, stacklevel=2)
+    if dataset is not None and state.get("dataset_epoch") is not None:
+        dataset.set_epoch(int(state["dataset_epoch"]))
+    return {"epoch": int(state["epoch"]), "step": int(state["step"]),
+            "step_in_epoch": int(state.get("step_in_epoch", 0)),
+            "batch_num": int(state.get("batch_num", 0)), "complete_epoch": bool(complete)}
 
 
 # ---- into a network -------------------------------------------------------------------------

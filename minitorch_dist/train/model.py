@@ -168,6 +168,8 @@ class Model:
         if isinstance(sink_size, bool) or not isinstance(sink_size, int) \
                 or (sink_size < 1 and sink_size != -1):
             raise ValueError(f"Model.train: sink_size must be -1 or a positive int, got {sink_size!r}")
+        if initial_epoch and getattr(dataset, "get_epoch", None) and dataset.get_epoch() == 0:
+            dataset.set_epoch(initial_epoch)    # a resumed run shuffles as epoch initial_epoch+1
         source = _BatchSource(dataset, epoch - initial_epoch, "train_dataset")
         if self._pipeline is not None:
             source = extension().model_wiring().replica_batches(source, self._pipeline, dataset)

@@ -3,7 +3,7 @@ import os
 import re
 import time
 
-from ..checkpoint import save_checkpoint, wait_async_saves
+from ..checkpoint import TRAIN_STATE, save_checkpoint, train_state_json, wait_async_saves
 from ._callback import Callback, step_in_epoch
 
 __all__ = ["CheckpointConfig", "ModelCheckpoint"]
@@ -103,7 +103,9 @@ class ModelCheckpoint(Callback):
 
     ``step`` is the step within the epoch (1-based). The saved Cell is the training
     network (so the optimizer's step counter and moments are included) unless the config
-    names another. A final checkpoint is written at the end of training if the last step
+    names another. Every file also carries the training state (``__train_state__``: epoch,
+    step, the framework's random state, the dataset's epoch counter) that
+    ``restore_train_state`` puts back for an exact resume. A final checkpoint is written at the end of training if the last step
     was not saved. If ``directory`` already holds checkpoints with this prefix, the prefix
     becomes ``{prefix}_1`` (``_2``, ...) so that runs never overwrite each other.
     ``directory`` defaults to the current working directory and is created if needed.
@@ -181,8 +183,9 @@ class ModelCheckpoint(Callback):
         path = os.path.join(self._directory, name)
         self._make_room(path)
         network = config.saved_network or cb_params.train_network
-        save_checkpoint(network, path, config.integrated_save, config.async_save,
-                        self._append_dict(cb_params))
+        extra = self._append_dict(cb_params) or {}
+        extra[TRAIN_STATE] = train_state_json(cb_params)     # for an exact resume
+        save_checkpoint(network, path, config.integrated_save, config.async_save, extra)
         self._last_triggered_step = step
         self._last_save_time = now
         self._latest_ckpt_file_name = path
