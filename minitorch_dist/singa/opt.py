@@ -192,15 +192,15 @@ class Optimizer:
         self.step()
 
     def call(self, loss):
-        """Backward from ``loss`` and update every parameter it depends on, in SINGA's
-        order (no ``step()``). Without a model the parameters come from the loss's tape."""
+        """Backward from ``loss`` and update every trainable tensor it depends on, in
+        SINGA's order (no ``step()``). Without a model the parameters come from the loss's
+        tape; a tensor outside the bound set gets its own state, as in SINGA."""
         self._ensure_bound(self._name, loss)
-        grads, order = _tape_gradients(loss, self.core.parameters, self._name)
-        by_id = {id(p): g for p, g in zip(self.core.parameters, grads)}
-        for param in order:
-            g = by_id[id(param)]
+        found = _tape.parameters_in_order(loss)
+        for t, g in zip(found, _tape.gradients(loss, found)):
             if g is not None:
-                self.core.update(param, gradient_array(g, param, self._name))
+                param = _tape.as_parameter(t)
+                self.update(param, gradient_array(g, param, self._name))
 
     def backward_and_update(self, loss):
         """SINGA's deprecated alias of ``__call__``."""
