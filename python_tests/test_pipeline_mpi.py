@@ -95,3 +95,11 @@ def test_a_rank_that_raises_ends_the_job_non_zero():
     assert done.returncode not in (0, 124), out      # 124 would be the launcher's timeout
     assert "deliberate failure on the last stage" in out
     assert seconds < 50
+
+
+def test_pipeline_times_operator_sharding_times_data_parallel_equals_one_process():
+    """2 stages x (2 x 2 operator sharding) on 8 ranks: each rank's slices and the losses
+    equal one process (sharded_pipeline_check.py)."""
+    done, _ = launch(8, os.path.join(SCRIPTS, "sharded_pipeline_check.py"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SHARDED_PIPELINE OK world=8 stages=2" in done.stdout

@@ -115,9 +115,10 @@ class ParallelExtension(Extension):
         if mode in _SEMI_AUTO and get_auto_parallel_context("pipeline_stages") > 1:
             if split:
                 raise ShardingError(
-                    f"{prim.name}: {strategy} cannot run here: operator sharding inside pipeline "
-                    f"stages (pipeline_stages={get_auto_parallel_context('pipeline_stages')}) is "
-                    "not implemented; remove the split or the pipeline stages")
+                    f"{prim.name}: {strategy} would run unsharded: a pipelined job "
+                    f"(pipeline_stages={get_auto_parallel_context('pipeline_stages')}) splits "
+                    "operators over the ranks of a stage only inside staged cells (cells with "
+                    "pipeline_stage set, run by a PipelineCell); move it into one")
             return
         if mode in _SEMI_AUTO:
             raise ShardingError(

@@ -7,7 +7,9 @@ division by ``micro_size``: the loss is the sum of the micro-batch losses). What
   gradient on each of them: the parts are **summed** over those stages' ranks, so that every
   copy takes the same, whole gradient and the copies stay equal;
 * with ``world = stages * d`` the ``d`` replicas of a stage **average** their gradients
-  (sum with ``gradients_mean=False``), like data parallelism;
+  (sum with ``gradients_mean=False``), like data parallelism; a parameter sliced by operator
+  sharding inside the stage arrives summed over its copies already (its mirror), so it is
+  only divided by ``d`` for the mean;
 * ``scale_sense`` divides the result (a loss scale), as in MindSpore;
 * parameters of other stages (an optimizer built from ``net.trainable_params()``, as
   MindSpore 2.x scripts do) get no gradient (None), so the optimizer leaves them alone: each
@@ -44,7 +46,8 @@ class PipelineGradReducer(Cell):
         self._steps = None
         self._foreign = []
         self._engine = None
-        self._plan()
+        self._mirrored = []
+        self._replicas = 1
 
     def _plan(self):
         """The reductions, from the pipeline holding the parameters: made at construction,
@@ -57,11 +60,15 @@ class PipelineGradReducer(Cell):
         self._engine = engine
         self._steps = []
         self._foreign = []
+        self._mirrored = []
         if engine is None:           # one stage: nothing crosses processes
             return
         topology = engine.topology
+        self._replicas = topology.replicas
         self._foreign = [i for i, p in enumerate(params) if p.released]
-        owned = [i for i, p in enumerate(params) if not p.released]
+        self._mirrored = [i for i, p in enumerate(params)
+                          if getattr(p, "sharding_layout", None) is not None]
+        owned = [i for i, p in enumerate(params) if not p.released and i not in self._mirrored]
         shared = {}
         for i in owned:
             p = params[i]
@@ -73,7 +80,7 @@ class PipelineGradReducer(Cell):
             reducer = DistributedGradReducer([params[i] for i in positions], mean=False,
                                              communicator=topology.shared_group(stages))
             self._steps.append((positions, reducer))
-        if topology.replicas > 1:
+        if topology.replicas > 1 and owned:
             mean = get_auto_parallel_context("gradients_mean")
             reducer = DistributedGradReducer([params[i] for i in owned], mean=mean,
                                              communicator=topology.data_parallel_group())
@@ -91,6 +98,9 @@ class PipelineGradReducer(Cell):
             reduced = reducer(tuple(grads[i] for i in positions))
             for i, g in zip(positions, reduced):
                 grads[i] = g
+        if self._mirrored and self._replicas > 1 and get_auto_parallel_context("gradients_mean"):
+            for i in self._mirrored:
+                grads[i] = grads[i] * (1.0 / self._replicas)
         if self.scale_sense != 1.0:
             grads = [None if g is None else g * (1.0 / self.scale_sense) for g in grads]
         return tuple(grads)

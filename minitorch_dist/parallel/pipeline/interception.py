@@ -4,7 +4,9 @@ While a stage runs, every cell call and primitive call goes through the hooks be
 
 * a staged cell of an **earlier** stage is skipped: it returns a ``Placeholder``;
 * a staged cell of **this** stage runs; the placeholders among its inputs are replaced by
-  the activations received from the previous stage (through ``Recv``);
+  the activations received from the previous stage (through ``Recv``); a cell holding
+  primitives with sharding strategies runs operator-sharded over the ranks of its stage
+  (``Engine.sharded_call``);
 * a staged cell of a **later** stage is skipped too, and the tensors this stage computed
   that it takes as inputs go to the next stage (through ``Send``);
 * a cell without a stage and without staged cells inside, or a primitive, given a
@@ -134,7 +136,11 @@ class StageRun(_Run):
         kwargs = _replace(kwargs, lambda p: self._received(cell, p))
         self.depth += 1
         try:
-            out = cell.construct(*inputs, **kwargs)
+            sharded = self.runner.engine.sharded_call(cell)
+            if sharded is not None and not kwargs:    # operator sharding inside the stage
+                out = sharded(*inputs)
+            else:
+                out = cell.construct(*inputs, **kwargs)
         finally:
             self.depth -= 1
         for t in _flat_tensors((out,)):

@@ -128,7 +128,21 @@ class _Engine:
                 self.own_params.append(param)
         self.grad_node_prim = _PipelineGradients()
         self.split_backward = True
+        self.sharded_calls = {}
         topology.pipeline_group()       # made now, in the same order on every rank
+
+    def sharded_call(self, cell):
+        """The ``ShardedCall`` running ``cell`` over the ranks of this stage when it holds
+        primitives with sharding strategies (pipeline x operator sharding x data parallel:
+        each stage's replicas are the devices its operators are split over), else None."""
+        key = id(cell)
+        if key not in self.sharded_calls:
+            call = None
+            if any(prim.in_strategy is not None for _, prim in cell.primitives_and_names()):
+                from ..sharding.sharded_call import ShardedCall
+                call = ShardedCall(cell, group=self.topology.data_parallel_group())
+            self.sharded_calls[key] = call
+        return self.sharded_calls[key]
 
     @property
     def num_virtual_stages(self):
