@@ -9,4 +9,5 @@ PYBIND11_MODULE(_C, m) {
     mtd::register_sparse_optim(m);
     mtd::register_selection(m);
     mtd::register_fp16(m);
+    mtd::register_winograd(m);
 }

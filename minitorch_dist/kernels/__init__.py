@@ -20,7 +20,8 @@ from . import reference
 
 from . import native
 
-_names = ["im2col", "col2im", "im2col_nhwc", "col2im_nhwc", "embedding_gather", "scatter_add_rows", "unique_merge",
+_names = ["im2col", "col2im", "im2col_nhwc", "col2im_nhwc", "winograd_input", "winograd_output",
+          "winograd_grad", "embedding_gather", "scatter_add_rows", "unique_merge",
           "sparse_sgd", "lazy_adam", "ftrl", "proximal_adagrad", "topk_abs", "threshold_abs",
           "fp16_pack", "fp16_unpack"]
 
@@ -37,6 +38,9 @@ im2col = _impl.im2col
 col2im = _impl.col2im
 im2col_nhwc = _impl.im2col_nhwc
 col2im_nhwc = _impl.col2im_nhwc
+winograd_input = _impl.winograd_input
+winograd_output = _impl.winograd_output
+winograd_grad = _impl.winograd_grad
 embedding_gather = _impl.embedding_gather
 scatter_add_rows = _impl.scatter_add_rows
 unique_merge = _impl.unique_merge

@@ -123,6 +123,99 @@ def col2im_nhwc(cols, x_shape, kh, kw, sh=1, sw=1, ph=0, pw=0, dh=1, dw=1, out=N
     return out
 
 
+# --- Winograd F(2x2, 3x3) transforms ----------------------------------------------------------
+
+WINOGRAD_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64)
+WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64)
+WINOGRAD_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
+
+
+def _tile_counts(tiles_h, tiles_w):
+    tiles_h, tiles_w = chk.positive_ints(tiles_h=tiles_h, tiles_w=tiles_w)
+    return tiles_h, tiles_w
+
+
+def winograd_input(x, tiles_h, tiles_w, pad, out=None):
+    """``out[k, t, c] = (B^T d_t B)[k]`` for the 4x4 input tiles of channels-last ``x``.
+
+    ``x`` is (N, H, W, C); tile (a, b) of image n starts at row ``2a - pad`` and column
+    ``2b - pad`` (values outside the image are zero); ``t = (n * tiles_h + a) * tiles_w + b``
+    and ``k = 4 * row + column`` of the transformed tile. Returns (16, N*tiles_h*tiles_w, C).
+
+    >>> import numpy as np
+    >>> v = winograd_input(np.ones((1, 4, 4, 1)), 1, 1, 0)
+    >>> float(v[:, 0, 0].reshape(4, 4)[1, 1])     # (d1 + d2) over rows and columns
+    4.0
+    """
+    x = chk.float_array(x, "x")
+    if x.ndim != 4:
+        raise ValueError(f"winograd_input expects an (N, H, W, C) image, got shape {x.shape}")
+    tiles_h, tiles_w = _tile_counts(tiles_h, tiles_w)
+    (pad,) = chk.non_negative_ints(pad=pad)
+    n, h, w, c = x.shape
+    out = chk.out_array(out, (16, n * tiles_h * tiles_w, c), x.dtype)
+    padded = np.zeros((n, 2 * tiles_h + 2, 2 * tiles_w + 2, c), x.dtype)
+    rows, cols = min(h, padded.shape[1] - pad), min(w, padded.shape[2] - pad)
+    padded[:, pad:pad + rows, pad:pad + cols] = x[:, :rows, :cols]
+    s_n, s_h, s_w, s_c = padded.strides
+    tiles = as_strided(padded, (n, tiles_h, tiles_w, 4, 4, c),
+                       (s_n, 2 * s_h, 2 * s_w, s_h, s_w, s_c), writeable=False)
+    bt = WINOGRAD_BT.astype(x.dtype)
+    rows = np.einsum("ki,nabijc->knabjc", bt, tiles)      # B^T d, then (B^T d) B: the
+    v = np.einsum("knabjc,lj->klnabc", rows, bt)           # kernel's order, the same bits
+    out[...] = v.reshape(16, -1, c)
+    return out
+
+
+def winograd_output(m, out_shape, tiles_h, tiles_w, out=None):
+    """``A^T m_t A``: the 2x2 output tiles of ``m`` (16, N*tiles_h*tiles_w, C), written into a
+    channels-last (N, OH, OW, C) array where they lie inside it.
+
+    >>> import numpy as np
+    >>> winograd_output(np.ones((16, 1, 1)), (1, 2, 2, 1), 1, 1)[0, :, :, 0].tolist()
+    [[9.0, -3.0], [-3.0, 1.0]]
+    """
+    m = chk.float_array(m, "m")
+    tiles_h, tiles_w = _tile_counts(tiles_h, tiles_w)
+    n, oh, ow, c = (int(d) for d in out_shape)
+    if m.shape != (16, n * tiles_h * tiles_w, c):
+        raise ValueError(f"m must have shape {(16, n * tiles_h * tiles_w, c)}, got {m.shape}")
+    if 2 * tiles_h < oh or 2 * tiles_w < ow:
+        raise ValueError("the tiles do not cover the output")
+    out = chk.out_array(out, (n, oh, ow, c), m.dtype)
+    at = WINOGRAD_AT.astype(m.dtype)
+    rows = np.einsum("pk,klnabc->plnabc", at, m.reshape(4, 4, n, tiles_h, tiles_w, c))
+    y = np.einsum("plnabc,ql->napbqc", rows, at)
+    out[...] = y.reshape(n, 2 * tiles_h, 2 * tiles_w, c)[:, :oh, :ow]
+    return out
+
+
+def winograd_grad(gy, tiles_h, tiles_w, out=None):
+    """``out[k, t, c] = (A g_t A^T)[k]`` for the 2x2 tiles of a channels-last output gradient
+    ``gy`` (N, OH, OW, C), zero outside it; the weight gradient's transform.
+
+    >>> import numpy as np
+    >>> winograd_grad(np.ones((1, 2, 2, 1)), 1, 1)[:, 0, 0].reshape(4, 4)[1].tolist()
+    [2.0, 4.0, 0.0, -2.0]
+    """
+    gy = chk.float_array(gy, "gy")
+    if gy.ndim != 4:
+        raise ValueError(f"winograd_grad expects an (N, OH, OW, C) gradient, got shape {gy.shape}")
+    tiles_h, tiles_w = _tile_counts(tiles_h, tiles_w)
+    n, oh, ow, c = gy.shape
+    if 2 * tiles_h < oh or 2 * tiles_w < ow:
+        raise ValueError("the tiles do not cover the output")
+    out = chk.out_array(out, (16, n * tiles_h * tiles_w, c), gy.dtype)
+    padded = np.zeros((n, 2 * tiles_h, 2 * tiles_w, c), gy.dtype)
+    padded[:, :oh, :ow] = gy
+    tiles = padded.reshape(n, tiles_h, 2, tiles_w, 2, c)
+    a = WINOGRAD_AT.T.astype(gy.dtype)
+    rows = np.einsum("ki,naibjc->knabjc", a, tiles)
+    s = np.einsum("knabjc,lj->klnabc", rows, a)
+    out[...] = s.reshape(16, -1, c)
+    return out
+
+
 # --- embedding rows ----------------------------------------------------------------------
 
 def embedding_gather(table, ids):

@@ -17,6 +17,8 @@ Patch matrices come from the device's buffer pool and go back to it with the con
 float16 on the host computes in float32 (patches, products and col2im's sums) and rounds
 the output and each gradient once to float16 (``backend/half.py``).
 """
+import os
+
 from ..backend import half, threads
 from .primitive import Primitive
 
@@ -177,6 +179,21 @@ def _nhwc_kernels(kernels, x, geo, group):
             and x.shape[1] > 1 and x.transpose(0, 2, 3, 1).flags.c_contiguous)
 
 
+# "auto": Winograd F(2x2, 3x3) where it applies (see _winograd_applies); "im2col": never.
+ALGORITHM = os.environ.get("MINITORCH_DIST_CONV_ALGO", "auto")
+_WINOGRAD_MIN_CHANNELS = 16     # below this the transforms cost more than the products save
+
+
+def _winograd_applies(xp, x, weight, geo, prim):
+    """Winograd on the host for 3x3, stride 1, no dilation, one group, the same padding
+    (at most 2) on every side, float32/64, and at least 16 input and output channels."""
+    return (ALGORITHM == "auto" and xp.__name__ == "numpy" and prim.group == 1
+            and weight.shape[2:] == (3, 3) and (geo.sh, geo.sw, geo.dh, geo.dw) == (1, 1, 1, 1)
+            and geo.top == geo.bottom == geo.left == geo.right <= 2
+            and x.dtype.char in "fd" and x.shape[1] >= _WINOGRAD_MIN_CHANNELS
+            and weight.shape[0] >= _WINOGRAD_MIN_CHANNELS and _host_kernels() is not None)
+
+
 def _col2im(xp, cols, x_shape, geo):
     """Adjoint of im2col for "cij" columns: patch gradients summed into an (N, C, H, W) array."""
     n, c, h, w = x_shape
@@ -291,6 +308,9 @@ class Conv2D(Primitive):
                              f"in the padded input of shape {x.shape}: output would be "
                              f"{geo.oh}x{geo.ow}")
         pool = ctx.device.pool
+        ctx.algorithm = "im2col"
+        if _winograd_applies(xp, x, weight, geo, self):
+            return self._winograd_forward(ctx, x, weight, bias, geo)
         ctx.nhwc = _nhwc_kernels(_host_kernels() if xp.__name__ == "numpy" else None, x, geo,
                                  self.group)
         cols, order, buf = _im2col(xp, x, geo, self.group, pool)
@@ -304,6 +324,47 @@ class Conv2D(Primitive):
         ctx.order, ctx.geo, ctx.x_shape = order, geo, x.shape
         ctx.has_bias = bias is not None
         return out
+
+    def _winograd_forward(self, ctx, x, weight, bias, geo):
+        """3x3 stride-1 forward by Winograd F(2x2, 3x3) (``kernels/winograd.py``)."""
+        from ..kernels import winograd
+        pool = ctx.device.pool
+        x_nhwc = x.transpose(0, 2, 3, 1)
+        if not x_nhwc.flags.c_contiguous:
+            x_nhwc = x_nhwc.copy()
+        n, c = x.shape[:2]
+        out_ch = weight.shape[0]
+        th, tw = winograd.tile_counts(geo.oh, geo.ow)
+        ctx.flops = 16 * n * th * tw * c * out_ch
+        with threads.product_threads(ctx.flops):
+            out, tiles = winograd.forward(x_nhwc, weight, geo.top, (geo.oh, geo.ow), pool)
+        ctx.scratch = _PooledBuffer(pool, tiles)
+        if bias is not None:
+            out += bias.astype(out.dtype, copy=False)
+        if ctx.half:
+            out = half.narrow(out)
+        ctx.save_for_backward(tiles, weight)
+        ctx.algorithm, ctx.geo, ctx.x_shape = "winograd", geo, x.shape
+        ctx.has_bias = bias is not None
+        return out.transpose(0, 3, 1, 2)
+
+    def _winograd_backward(self, ctx, grad):
+        """Input, weight and bias gradients of the Winograd forward."""
+        from ..kernels import winograd
+        tiles, weight = ctx.saved
+        pool = ctx.device.pool
+        g_nhwc = grad.transpose(0, 2, 3, 1)
+        if not g_nhwc.flags.c_contiguous:
+            g_nhwc = g_nhwc.copy()
+        gx = gw = gb = None
+        if ctx.needs_input_grad[1]:
+            gw = winograd.weight_grad(g_nhwc, tiles, weight.shape, pool)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            gb = g_nhwc.reshape(-1, weight.shape[0]).sum(axis=0)
+        if ctx.needs_input_grad[0]:
+            n, c, h, w = ctx.x_shape
+            gx = winograd.input_grad(g_nhwc, weight, ctx.geo.top, (h, w), pool).transpose(0, 3, 1, 2)
+        return gx, gw, gb
 
     def _forward_products(self, xp, ctx, cols, order, w2d, bias, n, out_ch, plane, geo):
         """The output from the patches: per image for "taps", one product otherwise."""
@@ -345,10 +406,20 @@ class Conv2D(Primitive):
 
     def _backward(self, ctx, grad):
         """Input, weight and bias gradients (see ``backward``)."""
-        cols, weight = ctx.saved
-        xp = ctx.xp
         if ctx.half:
             grad = half.widen(grad)     # astype keeps a channels-last gradient channels-last
+        if ctx.algorithm == "winograd":
+            gx, gw, gb = self._winograd_backward(ctx, grad)
+        else:
+            gx, gw, gb = self._im2col_backward(ctx, grad)
+        if ctx.half:    # each gradient rounded once to float16
+            gx, gw, gb = (None if a is None else half.narrow(a) for a in (gx, gw, gb))
+        return (gx, gw, gb) if ctx.has_bias else (gx, gw)
+
+    def _im2col_backward(self, ctx, grad):
+        """Gradients of the im2col forward: products with the saved patches, col2im."""
+        cols, weight = ctx.saved
+        xp = ctx.xp
         out_ch = weight.shape[0]
         want_w = ctx.needs_input_grad[1]
         want_b = ctx.has_bias and ctx.needs_input_grad[2]
@@ -361,9 +432,7 @@ class Conv2D(Primitive):
         gx = None
         if ctx.needs_input_grad[0]:   # a network's first layer needs no input gradient
             gx = self._input_grad(xp, ctx, g2d, weight)
-        if ctx.half:    # each gradient rounded once to float16
-            gx, gw, gb = (None if a is None else half.narrow(a) for a in (gx, gw, gb))
-        return (gx, gw, gb) if ctx.has_bias else (gx, gw)
+        return gx, gw, gb
 
     def _input_grad(self, xp, ctx, g2d, weight):
         """dX: the patch gradients G @ W folded back (col2im) into the input's layout."""
