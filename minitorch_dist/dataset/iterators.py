@@ -13,6 +13,11 @@ def to_tensor(array, column):
     """A Tensor holding a copy of ``array`` (so the pipeline's buffers can be reused)."""
     array = np.asarray(array)
     target = _TENSOR_DTYPE.get(array.dtype)
+    if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
+        raise ValueError(f"column {column!r} holds the uint64 value {int(array.max())}, which "
+                         "does not fit the int64 a Tensor uses (it would wrap to a negative "
+                         "number); reduce the ids (e.g. modulo the table size) or use "
+                         "output_numpy=True")
     try:
         return Tensor(array if target is None else array.astype(target))
     except TypeError as err:

@@ -22,6 +22,10 @@ def index_array(ids):
     ids = np.asarray(ids)
     if ids.dtype in INDEX_DTYPES:
         return ids
+    if ids.dtype.kind == "u" and ids.size and ids.max() > np.iinfo(np.int64).max:
+        bad = ids.reshape(-1)[np.argmax(ids.reshape(-1) > np.iinfo(np.int64).max)]
+        raise IndexError(f"id {int(bad)} is out of range for any table (ids above 2**63 - 1 "
+                         "cannot index a row)")          # not its wrapped int64 value
     if ids.dtype.kind in "iu":
         return ids.astype(np.int64)
     raise TypeError(f"ids must be an integer array, got {ids.dtype}")
@@ -191,6 +195,15 @@ def adam_step(step):
     if isinstance(step, (bool, np.bool_)) or int(step) != step or step < 1:
         raise ValueError(f"step must be an integer >= 1 (it counts updates from 1), got {step!r}")
     return int(step)
+
+
+def learning_rate(lr, name="lr"):
+    """``lr`` as a float >= 0 (a negative or non-finite rate is a ValueError: it would
+    climb the loss, or write NaN into the table)."""
+    value = float(lr)
+    if not (value >= 0.0 and np.isfinite(value)):
+        raise ValueError(f"{name} must be a finite number >= 0, got {lr!r}")
+    return value
 
 
 def ftrl_lr(lr):

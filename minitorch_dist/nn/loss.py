@@ -22,6 +22,35 @@ def _check_reduction(owner, reduction):
     return reduction
 
 
+def check_batch(owner, reduction, logits):
+    """An empty batch under reduction "mean" is a ValueError (the mean of no samples is
+    undefined; NaN would flow silently into the weights). "sum" (0) and "none" are fine.
+
+    >>> import minitorch_dist as ms, numpy as np
+    >>> check_batch("MSELoss", "mean", ms.Tensor(np.zeros((0, 3), np.float32)))
+    Traceback (most recent call last):
+    ...
+    ValueError: MSELoss: the batch is empty (logits of shape (0, 3)), and the mean of no samples is undefined; check the dataset and its batching (an empty last batch, a filter that removed everything), or use reduction='sum'
+    """
+    if reduction == "mean" and isinstance(logits, Tensor) and 0 in tuple(logits.shape):
+        raise ValueError(f"{owner}: the batch is empty (logits of shape {tuple(logits.shape)}), "
+                         "and the mean of no samples is undefined; check the dataset and its "
+                         "batching (an empty last batch, a filter that removed everything), or "
+                         "use reduction='sum'")
+
+
+_CAST = ops.Cast()
+
+
+def float_labels(logits, labels):
+    """Integer or bool labels of an elementwise loss take the logits' float dtype, so int32
+    labels give a float32 loss (NumPy would promote float32 with int32 to float64)."""
+    if isinstance(logits, Tensor) and isinstance(labels, Tensor) \
+            and labels.dtype.kind in "iub" and logits.dtype.kind == "f":
+        return _CAST(labels, logits.dtype)
+    return labels
+
+
 def _optional_tensor(value, owner, what):
     """``value`` (None, a Tensor, an array or a list) as a float Tensor or None."""
     if value is None or isinstance(value, Tensor):
@@ -83,7 +112,8 @@ class MSELoss(LossBase):
         self.mse = ops.MSE(reduction)
 
     def construct(self, logits, labels):
-        return self.mse(logits, labels)
+        check_batch("MSELoss", self.reduction, logits)
+        return self.mse(logits, float_labels(logits, labels))
 
 
 class L1Loss(LossBase):
@@ -95,7 +125,8 @@ class L1Loss(LossBase):
         self.abs = ops.Abs()
 
     def construct(self, logits, labels):
-        return self.get_loss(self.abs(self.sub(logits, labels)))
+        check_batch("L1Loss", self.reduction, logits)
+        return self.get_loss(self.abs(self.sub(logits, float_labels(logits, labels))))
 
 
 class SoftmaxCrossEntropyWithLogits(LossBase):
@@ -118,6 +149,9 @@ class SoftmaxCrossEntropyWithLogits(LossBase):
         self.softmax_cross_entropy = cls(reduction)
 
     def construct(self, logits, labels):
+        check_batch("SoftmaxCrossEntropyWithLogits", self.reduction, logits)
+        if not self.sparse:
+            labels = float_labels(logits, labels)
         return self.softmax_cross_entropy(logits, labels)
 
     def extra_repr(self):
@@ -200,6 +234,7 @@ class CrossEntropyLoss(LossBase):
 
     # ---- the loss ----------------------------------------------------------------------
     def construct(self, logits, labels):
+        check_batch("CrossEntropyLoss", self.reduction, logits)
         logits, labels, index, none_shape = self._rows(logits, labels)
         plain = self.weight is None and self.label_smoothing == 0.0
         if plain and not index:
@@ -310,4 +345,5 @@ class BCEWithLogitsLoss(LossBase):
         self.bce = ops.BCEWithLogits(reduction)
 
     def construct(self, logits, labels):
-        return self.bce(logits, labels, self.weight, self.pos_weight)
+        check_batch("BCEWithLogitsLoss", self.reduction, logits)
+        return self.bce(logits, float_labels(logits, labels), self.weight, self.pos_weight)

@@ -37,7 +37,7 @@ class SGD(Optimizer):
 
     def __init__(self, params, learning_rate=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0,
                  nesterov=False, loss_scale=1.0):
-        momentum = non_negative("SGD", "momentum", momentum)
+        momentum = check_momentum("SGD", non_negative("SGD", "momentum", momentum))
         dampening = non_negative("SGD", "dampening", dampening)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError(f"SGD: nesterov=True needs momentum > 0 and dampening == 0, "
@@ -78,9 +78,26 @@ def plain_step(xp, param, grad, tmp, lr, weight_decay, inv_scale):
     param -= tmp
 
 
+def check_momentum(owner, momentum):
+    """``momentum`` when it lies in [0, 1); a ValueError otherwise: with momentum >= 1 the
+    buffer never forgets a gradient and training diverges (5.0 reaches 1e36 in a few dozen
+    steps).
+
+    >>> check_momentum("SGD", 0.9)
+    0.9
+    """
+    if not 0.0 <= momentum < 1.0:
+        raise ValueError(f"{owner}: momentum must lie in [0, 1), got {momentum!r} (with "
+                         "momentum >= 1 the update grows without bound; 0.9 is the usual value)")
+    return momentum
+
+
 def heavy_ball_step(xp, param, grad, buf, tmp, lr, momentum, dampening, weight_decay, inv_scale,
                     nesterov, first=False):
-    """One momentum step (torch's SGD rule; ``first`` starts the buffer at the gradient)."""
+    """One momentum step (torch's SGD rule; ``first`` starts the buffer at the gradient).
+    ``momentum`` outside [0, 1) is a ValueError (``nn.Momentum`` gets its check here)."""
+    if not 0.0 <= momentum < 1.0:
+        check_momentum("Momentum", momentum)
     if first and dampening != 0:
         xp.multiply(grad, inv_scale, out=buf)
         if weight_decay:
