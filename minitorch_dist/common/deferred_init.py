@@ -87,7 +87,9 @@ class _Slicing:
                 kept.append(chunk[(slice(lo - start, hi - start),) + tuple(self.index[1:])])
         if rows is None:
             return np.broadcast_to(np.zeros(()), shape)
-        return np.concatenate(kept) if kept else np.zeros((0,) + shape[1:])
+        if kept:
+            return np.concatenate(kept)
+        return np.zeros((0,) + shape[1:])[(slice(None),) + tuple(self.index[1:])]
 
 
 class DeferredInit:
@@ -108,7 +110,9 @@ class DeferredInit:
 
     def _sample(self, index, generator=None):
         previous = _state.source
-        _state.source = _Slicing(generator if generator is not None else rng(), index)
+        generator = generator if generator is not None else rng()
+        # an initializer whose draws are not in order (redraws) draws whole, from the stream
+        _state.source = _Slicing(generator, index) if self.in_order else generator
         try:
             return self.init.sample(self.shape)
         finally:

@@ -46,6 +46,8 @@ def _prim_attrs(prim):
 
 def format_begin(graph):
     lines = [f"# step_parallel_begin: {len(graph.nodes)} primitives, full shapes",
+             "# (the shapes of one process; each rank holds only its slices: the local shapes "
+             "are in *_execute_*.ir)",
              "# strategy: given (Primitive.shard) or propagated (sharding propagation / default)"]
     for node in graph.nodes:
         args = ", ".join(s.describe() if s is not None and hasattr(s, "describe") else repr(s)

@@ -1,0 +1,143 @@
+"""MindSpore 2.6's parallel API around sharding: deferred parameters (``no_init_parameters``),
+AutoParallel's strategy files, ``mindspore.runtime``, and sharded parameters holding only
+their slice."""
+import json
+import logging
+import threading
+
+import numpy as np
+import pytest
+
+import minitorch_dist as ms
+import minitorch_dist.runtime as rt
+from minitorch_dist import nn, ops
+from minitorch_dist.common.initializer import initializer
+from minitorch_dist.communication import run_ranks
+from minitorch_dist.nn.utils import no_init_parameters
+from minitorch_dist.parallel.auto_parallel import AutoParallel
+from minitorch_dist.parallel.sharding.rules import ShardingError
+from minitorch_dist.parallel.sharding.scope import sharding_world
+
+
+@pytest.fixture(autouse=True)
+def _contexts():
+    yield
+    ms.reset_auto_parallel_context()
+
+
+class TwoLayer(nn.Cell):
+    def __init__(self, first=((2, 2), (2, 1))):
+        super().__init__()
+        self.w1 = ms.Parameter(initializer("normal", [16, 32]), "w1")
+        self.w2 = ms.Parameter(initializer("he_uniform", [32, 4]), "w2")
+        self.mm1 = ops.MatMul().shard(first)
+        self.relu = ops.ReLU()
+        self.mm2 = ops.MatMul()
+
+    def construct(self, x):
+        return self.mm2(self.relu(self.mm1(x, self.w1)), self.w2)
+
+
+@pytest.mark.parametrize("name", ["normal", "uniform", "xavier_uniform", "he_normal",
+                                  "truncated_normal"])
+def test_deferred_values_equal_the_eager_ones_block_by_block(name):
+    ms.set_seed(11)
+    eager = [initializer(name, [40, 6]).asnumpy(), initializer(name, [7, 3]).asnumpy()]
+    ms.set_seed(11)
+    with no_init_parameters():
+        lazy = [initializer(name, [40, 6]), initializer(name, [7, 3])]
+    for tensor, want in zip(lazy, eager):
+        assert tensor.data.strides == (0, 0)           # no memory until drawn
+        block = (slice(10, 30), slice(2, 5))
+        np.testing.assert_array_equal(tensor.deferred_init.draw(block), want[block])
+        np.testing.assert_array_equal(tensor.deferred_init.draw(), want)
+    ms.set_seed(11)
+    with no_init_parameters():
+        initializer(name, [40, 6]), initializer(name, [7, 3])
+    after = initializer(name, [3, 2])        # the stream moved on as if both were drawn
+    ms.set_seed(11)
+    initializer(name, [40, 6]), initializer(name, [7, 3])
+    np.testing.assert_array_equal(after.asnumpy(), initializer(name, [3, 2]).asnumpy())
+
+
+def test_a_deferred_network_used_whole_equals_the_eager_one():
+    x = ms.Tensor(np.random.default_rng(0).random((4, 16), np.float32))
+    ms.set_seed(5)
+    eager = TwoLayer()(x).asnumpy()
+    ms.set_seed(5)
+    with no_init_parameters():
+        net = TwoLayer()
+        opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+    assert net.w1.deferred_init is not None
+    np.testing.assert_array_equal(net(x).asnumpy(), eager)
+    assert net.w1.deferred_init is None and opt.moments.w1.shape == (16, 32)
+
+
+def test_sharded_ranks_draw_only_their_slice_and_train_like_one_process():
+    rng = np.random.default_rng(1)
+    x, y = rng.random((8, 16), np.float32), rng.random((8, 4), np.float32)
+    ms.set_seed(3)
+    ref = TwoLayer()
+    step = nn.TrainOneStepCell(nn.WithLossCell(ref, nn.MSELoss()),
+                               nn.Momentum(ref.trainable_params(), 0.1, 0.9))
+    for _ in range(2):
+        step(ms.Tensor(x), ms.Tensor(y))
+    want = {p.name: p.asnumpy() for p in ref.trainable_params()}
+    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel")
+
+    lock = threading.Lock()    # thread ranks share the framework's generator: one at a time
+
+    def rank(comm):
+        with sharding_world(comm):
+            with lock:
+                ms.set_seed(3 + comm.rank)       # different seeds: rank 0's stream is shared
+                with no_init_parameters():
+                    net = TwoLayer()
+                    opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+            step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt)
+            rows = slice(2 * comm.rank, 2 * comm.rank + 2)
+            step(ms.Tensor(x[rows]), ms.Tensor(y[rows]))
+            drawn = net.w1.data.base is None or net.w1.data.base.size == net.w1.data.size
+            step(ms.Tensor(x[rows]), ms.Tensor(y[rows]))
+            return {p.name: (p.asnumpy(), p.sharding_layout, p.sharding_rank)
+                    for p in net.trainable_params()}, drawn, opt.moments.w1.shape
+
+    for params, drawn, moment_shape in run_ranks(4, rank):
+        w1, layout, r = params["w1"]
+        assert w1.shape == (8, 32) == moment_shape and drawn
+        np.testing.assert_allclose(w1, want["w1"][layout.slice_for(r)], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(params["w2"][0], want["w2"], rtol=1e-5, atol=1e-6)
+
+
+def test_strategy_files_are_written_and_checked(tmp_path):
+    path = str(tmp_path / "strategy.json")
+    x = ms.Tensor(np.ones((2, 16), np.float32))
+
+    def rank(comm, first, save):
+        with sharding_world(comm):
+            ms.set_seed(0)
+            net = AutoParallel(TwoLayer(first), parallel_mode="semi_auto")
+            (net.save_param_strategy_file if save else net.load_param_strategy_file)(path)
+            net(x)
+
+    run_ranks(4, lambda comm: rank(comm, ((2, 2), (2, 1)), True))
+    saved = json.load(open(path))
+    assert saved["w1"]["shape"] == [16, 32] and saved["w1"]["device_matrix"][:2] == [2, 2]
+    run_ranks(4, lambda comm: rank(comm, ((2, 2), (2, 1)), False))      # same plan: fine
+    with pytest.raises(ShardingError, match=r"lays out \['w1'\] differently"):
+        run_ranks(4, lambda comm: rank(comm, ((4, 1), (1, 1)), False))
+    with pytest.raises(FileNotFoundError):
+        AutoParallel(TwoLayer()).load_param_strategy_file(str(tmp_path / "none.json"))
+
+
+def test_runtime_settings(caplog):
+    with caplog.at_level(logging.WARNING, logger="minitorch_dist"):
+        rt.set_memory(max_size="28GB")
+        rt.launch_blocking()
+        rt.set_cpu_affinity(True)
+    text = " ".join(r.message for r in caplog.records)
+    assert "max_size" in text and "synchronously" in text
+    with pytest.raises(ValueError, match="max_size must be a size"):
+        rt.set_memory(max_size="lots")
+    with pytest.raises(TypeError, match="enable_affinity"):
+        rt.set_cpu_affinity("yes")
