@@ -231,7 +231,8 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
         os.makedirs(log_dir, exist_ok=True)
         job_dir = log_dir
     else:
-        job_dir = tempfile.mkdtemp(prefix="minitorch_dist-job-")
+        _prune_job_dirs(tempfile.gettempdir())
+        job_dir = tempfile.mkdtemp(prefix=JOB_DIR_PREFIX)
     rank_env = rank_environment(env)
     rank_env["MINITORCH_DIST_JOB_DIR"] = os.path.abspath(job_dir)
     rank_env["MINITORCH_DIST_LAUNCHER_PID"] = str(os.getpid())
@@ -288,6 +289,23 @@ def _finish(n, process, code, ended_by, timeout, job_dir, keep_logs, streams):
     mpi_text = streams.untagged_text() if streams is not None else ""
     print(report.format_report(records, code, job_dir, mpi_text), file=sys.stderr, flush=True)
     return code
+
+
+JOB_DIR_PREFIX = "minitorch_dist-job-"
+KEPT_JOB_DIRS = 20
+
+
+def _prune_job_dirs(folder, keep=KEPT_JOB_DIRS):
+    """Remove all but the ``keep`` newest log directories of failed jobs in ``folder``
+    (those the launcher made itself; a ``--log-dir`` is never touched)."""
+    try:
+        found = [os.path.join(folder, name) for name in os.listdir(folder)
+                 if name.startswith(JOB_DIR_PREFIX)]
+        found.sort(key=os.path.getmtime, reverse=True)
+    except OSError:
+        return
+    for path in found[keep:]:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _remove_job_dir(job_dir, keep_logs):

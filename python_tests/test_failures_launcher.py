@@ -212,3 +212,14 @@ def test_multi_machine_options_reach_mpiexec():
     assert "self,sm" not in command and "--oversubscribe" not in command
     with pytest.raises(SystemExit, match="--iface only applies"):
         run.parse_options(["-n", "2", "--iface", "eth0", "t.py"])
+
+
+def test_only_the_newest_failure_logs_are_kept(tmp_path):
+    for index in range(5):
+        folder = tmp_path / f"{run.JOB_DIR_PREFIX}{index}"
+        folder.mkdir()
+        os.utime(folder, (1000 + index, 1000 + index))
+    (tmp_path / "my-logs").mkdir()
+    run._prune_job_dirs(str(tmp_path), keep=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == \
+        [f"{run.JOB_DIR_PREFIX}3", f"{run.JOB_DIR_PREFIX}4", "my-logs"]
