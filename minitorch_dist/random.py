@@ -42,14 +42,15 @@ def get_rng_state():
 
 def set_rng_state(state):
     """Restore a state from :func:`get_rng_state`: the next draws (initializers, dropout,
-    shuffles) are those that followed the moment it was taken. The generator object is
-    kept, so code holding ``rng()`` sees the restored state too."""
+    shuffles) are those that followed the moment it was taken. ``rng()`` returns a new
+    generator object afterwards, so a device generator seeded from the host one (dropout on
+    CuPy) is re-seeded from the restored state."""
     if not isinstance(state, dict) or not isinstance(state.get("bit_generator"), dict):
         raise ValueError(f"set_rng_state expects a dict from get_rng_state(), got {state!r:.80}")
-    wanted = state["bit_generator"].get("bit_generator")
-    generator = _state["rng"]
-    if type(generator.bit_generator).__name__ != wanted:
-        generator = np.random.Generator(getattr(np.random, str(wanted))())
+    wanted = str(state["bit_generator"].get("bit_generator"))
+    if wanted not in ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64"):
+        raise ValueError(f"set_rng_state: unknown bit generator {wanted!r}")
+    generator = np.random.Generator(getattr(np.random, wanted)())
     try:
         generator.bit_generator.state = state["bit_generator"]
     except (TypeError, ValueError, KeyError) as err:

@@ -221,3 +221,16 @@ def test_mid_epoch_checkpoints_warn_that_resume_is_not_exact(tmp_path):
     with pytest.warns(UserWarning, match="not bit-identical"):
         state = ckpt.restore_train_state(str(tmp_path / "mid-1_4.ckpt"))
     assert state["complete_epoch"] is False
+
+
+def test_rng_state_round_trips_and_rejects_garbage():
+    from minitorch_dist import random as framework_random
+    ms.set_seed(4)
+    state = framework_random.get_rng_state()
+    first = framework_random.rng().random(3)
+    framework_random.set_rng_state(state)
+    np.testing.assert_array_equal(framework_random.rng().random(3), first)
+    assert framework_random.get_seed() == 4
+    for bad in (None, {"bit_generator": 3}, {"bit_generator": {"bit_generator": "Nope"}}):
+        with pytest.raises(ValueError, match="set_rng_state"):
+            framework_random.set_rng_state(bad)
