@@ -102,3 +102,21 @@ def test_multiprocessing_launch_equals_one_process_with_two_replicas(name, repli
     reference, line = replicas[name]
     assert done.stdout.strip().splitlines()[-1] == line
     _assert_same(_states(path), reference, 1e-6)
+
+
+THREADS = os.path.join(SCRIPTS, "singa_threads.py")
+UNSET = {name: "" for name in ("MINITORCH_DIST_NUM_THREADS", "OMP_NUM_THREADS",
+                               "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+
+
+def test_multiprocessing_launch_runs_each_process_on_one_blas_thread():
+    done, _ = run_process([sys.executable, THREADS], timeout=60, env=UNSET)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = sorted(done.stdout.split("\n")[:-1])
+    assert [line.split()[1] for line in lines] == ["0", "1"], done.stdout
+    assert all(line.endswith("after 1") for line in lines), done.stdout
+    # a count the user chose is kept
+    done, _ = run_process([sys.executable, THREADS], timeout=60, env={**UNSET,
+                                                                      "OMP_NUM_THREADS": "3"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("before 3 after 3") == 2, done.stdout

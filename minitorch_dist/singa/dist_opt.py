@@ -195,9 +195,10 @@ def pin_blas_threads():
     ``OMP_NUM_THREADS``, ... or ``ms.set_context(num_threads=...)``) is kept. Returns the
     count in force."""
     from ..backend import threads
-    if threads._state["requested"] is not None or threads._env_threads(os.environ) is not None:
-        return threads.get_num_threads()
-    return threads.set_num_threads(1)
+    from ..context import get_context
+    chosen = get_context("num_threads") is not None or any(
+        os.environ.get(name, "").strip() for name in threads.ENV_VARIABLES)
+    return threads.get_num_threads() if chosen else threads.set_num_threads(1)
 
 
 def _join(nccl_id, local_rank, world_size, call):
