@@ -434,3 +434,23 @@ def test_out_strategy_reduce_scatter_trains_like_one_process(tmp_path):
     execute = (tmp_path / "rank_0" / "18_execute_0000.ir").read_text()
     assert "ReduceScatter(" in execute and "forward_op_matmul" in execute
     assert "AllReduce(%1)" not in execute
+
+
+@needs_mpi
+def test_functional_operator_parallel_example_on_8_mpi_ranks():
+    """MindSpore 2.6's operator-parallel tutorial (AutoParallel over a value_and_grad
+    train_step, no_init_parameters): every rank holds its slices and prints the same losses,
+    which fall."""
+    proc, _ = run_process([sys.executable, "-m", "minitorch_dist.run", "-n", "8", "--timeout", "150",
+                           os.path.join(REPO, "examples", "operator_parallel_functional.py"),
+                           "--epochs", "2"], env=child_env())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    slices = re.findall(r"rank \d: slices (.*)", proc.stdout)
+    assert slices == ["fc1_weight (196, 512), fc2_weight (64, 512), fc3_weight (512, 10)"] * 8
+    by_step = {}
+    for epoch, step, loss in re.findall(r"epoch: (\d+), step: (\d+), loss is ([0-9.]+)", proc.stdout):
+        by_step.setdefault((int(epoch), int(step)), []).append(float(loss))
+    assert all(len(v) == 8 and len(set(v)) == 1 for v in by_step.values())
+    losses = [v[0] for _, v in sorted(by_step.items())]
+    assert losses[-1] < losses[0]
+    assert "data: synthetic MNIST-format files" in proc.stdout

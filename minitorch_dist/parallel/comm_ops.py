@@ -51,6 +51,7 @@ buffer for the communicator (which moves axis 0, contiguous only) and moved back
 """
 from ..communication import Communicator, get_communicator
 from ..ops.primitive import Primitive
+from ..row_tensor import RowTensor
 
 __all__ = ["AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Broadcast", "Mirror",
            "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "mirror",
@@ -384,6 +385,11 @@ class Mirror(_Collective):
         return x
 
     def backward(self, ctx, g):
+        if isinstance(g, RowTensor):
+            raise NotImplementedError(
+                "sparse (RowTensor) gradients of a sharded parameter are not supported: its "
+                "copies' gradients cannot be summed; use a dense lookup "
+                "(EmbeddingLookup(sparse=False)), which can also split the table by rows")
         return (ctx.comm.allreduce(_contiguous(ctx.xp, g), "sum"),)
 
 
