@@ -57,6 +57,44 @@ class OperatorParallelNet(nn.Cell):
 LOCAL_SHAPES = {"fc1_weight": (196, 512), "fc2_weight": (64, 512), "fc3_weight": (512, 10)}
 
 
+class Dense(nn.Cell):
+    """The sharding-propagation tutorial's Dense: MatMul then Add."""
+
+    def __init__(self, weight, bias):
+        super().__init__()
+        self.weight = ms.Parameter(ms.Tensor(weight.copy()))
+        self.bias = ms.Parameter(ms.Tensor(bias.copy()))
+        self.matmul = ops.MatMul()
+        self.add = ops.Add()
+
+    def construct(self, x):
+        return self.add(self.matmul(x, self.weight), self.bias)
+
+
+class PropagationNet(nn.Cell):
+    """The sharding-propagation tutorial's FFN: only dense1's MatMul is sharded."""
+
+    def __init__(self, weights, sharded=True):
+        super().__init__()
+        self.flatten = ops.Flatten()
+        self.dense1 = Dense(weights[0][:, :64], weights[1][0, :64])
+        self.relu = ops.ReLU()
+        self.dense2 = Dense(weights[1][:64, :10], weights[2][0, :10])
+        if sharded:
+            self.dense1.matmul.shard(((2, 1), (1, 4)))
+
+    def construct(self, x):
+        return self.dense2(self.relu(self.dense1(self.flatten(x))))
+
+
+# the tutorial's propagation: dense1's weight split 4 ways by columns, the ReLU and dense2's
+# MatMul follow ((2, 4)), so dense2's weight is split 4 ways by rows
+PROPAGATED_SHAPES = {"dense1.weight": (784, 16), "dense1.bias": (16,),
+                     "dense2.weight": (16, 10), "dense2.bias": (10,)}
+NETWORKS = {"operator_parallel": (OperatorParallelNet, "semi_auto_parallel", LOCAL_SHAPES),
+            "sharding_propagation": (PropagationNet, "auto_parallel", PROPAGATED_SHAPES)}
+
+
 def _data():
     rng = np.random.default_rng(0)
     weights = [rng.standard_normal((a, b)).astype(np.float32) * 0.05
@@ -66,8 +104,8 @@ def _data():
     return weights, x, y
 
 
-def _one_process(weights, x, y):
-    net = OperatorParallelNet(weights, sharded=False)
+def _one_process(weights, x, y, network=OperatorParallelNet):
+    net = network(weights, sharded=False)
     opt = nn.SGD(net.trainable_params(), LR)
     step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.CrossEntropyLoss()), opt)
     losses = [float(step(ms.Tensor(x[s]), ms.Tensor(y[s])).asnumpy()) for s in range(STEPS)]
@@ -166,24 +204,27 @@ def _programs(net):
             and any(id(p) in ids for p in call.program.graph.params.values())]
 
 
+@pytest.mark.parametrize("network", sorted(NETWORKS))
 @pytest.mark.parametrize("style", sorted(STYLES))
-def test_every_style_shards_the_operator_parallel_network(style):
+def test_every_style_shards_the_tutorial_networks(style, network):
     weights, x, y = _data()
-    ref_losses, ref_params = _one_process(weights, x, y)
+    build, mode, shapes = NETWORKS[network]
+    ref_losses, ref_params = _one_process(weights, x, y, build)
     if GLOBAL_MODE.get(style, True):
-        ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel")
+        ms.set_auto_parallel_context(parallel_mode=mode)
+    elif mode == "auto_parallel":
+        return      # AutoParallel's "sharding_propagation" mode: covered below
 
     def rank(comm):
         with sharding_world(comm):
-            net = OperatorParallelNet(weights)
+            net = build(weights)
             opt = nn.SGD(net.trainable_params(), LR)
             step = STYLES[style](net, opt, nn.CrossEntropyLoss())
             rows = slice(comm.rank * ROWS, (comm.rank + 1) * ROWS)
             losses, counted, predicted = [], None, None
             for s in range(STEPS):
                 if s == 1:
-                    program = [p for p in _programs(net) if p.rank == comm.rank
-                               and "fc1_weight" in p.graph.params][-1]
+                    program = [p for p in _programs(net) if p.rank == comm.rank][-1]
                     comms = list({id(c): c for c in program.groups.communicators() + [comm]}.values())
                     for c in comms:
                         c.reset_stats()
@@ -194,12 +235,13 @@ def test_every_style_shards_the_operator_parallel_network(style):
                     predicted = bytes_["total"]
                     if style == "grad_operation":    # its step runs the forward twice
                         predicted += bytes_["redistribution_fwd"] + bytes_["operator_fwd"]
-            return losses, counted, predicted, {p.name: (p.asnumpy(), p.sharding_layout)
-                                                for p in net.trainable_params()}
+            return losses, counted, predicted, {
+                p.name.removeprefix("network."): (p.asnumpy(), p.sharding_layout)
+                for p in net.trainable_params()}
 
     results = run_ranks(WORLD, rank, timeout=120)
     for losses, counted, predicted, params in results:
-        assert {n: v.shape for n, (v, _) in params.items()} == LOCAL_SHAPES
+        assert {n: v.shape for n, (v, _) in params.items()} == shapes
         assert counted == predicted and counted > 0
         if not np.isnan(losses[0]):
             np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
@@ -207,6 +249,63 @@ def test_every_style_shards_the_operator_parallel_network(style):
         layout = results[0][3][name][1]
         merged = assemble_array([r[3][name][0] for r in results], layout)
         np.testing.assert_allclose(merged, want, rtol=1e-5, atol=1e-6)
+
+
+def test_auto_parallel_sharding_propagation_mode_on_a_function():
+    weights, x, y = _data()
+    ref_losses, ref_params = _one_process(weights, x, y, PropagationNet)
+
+    def rank(comm):
+        with sharding_world(comm):
+            net = PropagationNet(weights)
+            opt = nn.SGD(net.trainable_params(), LR)
+            step = AutoParallel(_train_step(net, opt, nn.CrossEntropyLoss()),
+                                parallel_mode="sharding_propagation")
+            rows = slice(comm.rank * ROWS, (comm.rank + 1) * ROWS)
+            losses = [float(step(ms.Tensor(x[s][rows]), ms.Tensor(y[s][rows])).asnumpy())
+                      for s in range(STEPS)]
+            return losses, {p.name: p.shape for p in net.trainable_params()}
+
+    for losses, shapes in run_ranks(WORLD, rank, timeout=120):
+        assert shapes == PROPAGATED_SHAPES
+        np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+
+
+def test_data_parallel_keeps_working_in_the_functional_style():
+    """DATA_PARALLEL with a jit train_step and nn.DistributedGradReducer, as MindSpore's data
+    parallel sample writes it: every rank ends with one process's weights."""
+    weights, x, y = _data()
+    _, ref_params = _one_process(weights, x, y)
+    ms.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True)
+
+    def rank(comm):
+        net = OperatorParallelNet(weights, sharded=False)
+        opt = nn.SGD(net.trainable_params(), LR)
+        reducer = nn.DistributedGradReducer(opt.parameters, mean=True, communicator=comm)
+        grad_fn = ms.value_and_grad(_forward_fn(net, nn.CrossEntropyLoss()), None,
+                                    net.trainable_params(), has_aux=True)
+
+        @ms.jit
+        def train_step(a, b):
+            (loss, _), grads = grad_fn(a, b)
+            opt(reducer(grads))
+            return loss
+
+        rows = slice(comm.rank * ROWS, (comm.rank + 1) * ROWS)
+        for s in range(STEPS):
+            train_step(ms.Tensor(x[s][rows]), ms.Tensor(y[s][rows]))
+        return {p.name: p.asnumpy() for p in net.trainable_params()}
+
+    for params in run_ranks(WORLD, rank, timeout=120):
+        for name, want in ref_params.items():
+            np.testing.assert_allclose(params[name], want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_split_strategy_outside_a_staged_cell_of_a_pipeline_is_refused():
+    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel", pipeline_stages=2)
+    matmul = ops.MatMul().shard(((2, 1), (1, 1)))
+    with pytest.raises(ShardingError, match="pipelined job.*staged cells"):
+        matmul(ms.Tensor(np.ones((4, 2), np.float32)), ms.Tensor(np.ones((2, 2), np.float32)))
 
 
 def test_strategies_outside_a_network_call_are_refused():
