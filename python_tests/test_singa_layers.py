@@ -132,6 +132,8 @@ def test_avgpool_add_cat_dropout_and_small_layers():
     x, xt = _input()
     assert np.allclose(layer.AvgPool2d(3, 2)(x).asnumpy(), F.avg_pool2d(xt, 3, 2).detach().numpy(),
                        atol=1e-6)
+    padded = F.avg_pool2d(xt, 3, 2, 1, count_include_pad=False).detach().numpy()
+    assert np.allclose(layer.AvgPool2d(3, 2, padding=1)(x).asnumpy(), padded, atol=1e-6)
     assert np.array_equal(layer.Add()(x, x).asnumpy(), 2 * X)
     assert layer.Cat(1)([x, x]).shape == (4, 12, 7, 7)
     assert np.allclose(layer.Sigmoid()(x).asnumpy(), torch.sigmoid(xt).detach().numpy(), atol=1e-6)

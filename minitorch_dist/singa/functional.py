@@ -314,8 +314,10 @@ def max_pool_2d(x, kernel_size, stride=None, padding=0):
 
 
 def avg_pool_2d(x, kernel_size, stride=None, padding=0):
-    """Average pooling over NCHW input; padding counts in the average (SINGA, cuDNN)."""
-    return ops.avg_pool2d(_tensor(x, "avg_pool_2d"), kernel_size, stride, padding)
+    """Average pooling over NCHW input; padding is left out of the count (SINGA's CPU and
+    cuDNN kernels exclude it)."""
+    return ops.avg_pool2d(_tensor(x, "avg_pool_2d"), kernel_size, stride, padding,
+                          count_include_pad=False)
 
 
 def globalaveragepool(x, data_format="channels_first"):

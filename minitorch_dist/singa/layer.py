@@ -377,9 +377,9 @@ class Linear(Layer):
 
 class Pooling2d(Layer):
     """``Pooling2d(kernel_size, stride=None, padding=0, is_max=True, pad_mode="NOTSET")``;
-    ``stride`` defaults to ``kernel_size``. Max pooling takes an int or ``(pad_h, pad_w)``
-    ``padding`` (padding never wins the max) and every ``pad_mode``; average pooling takes
-    no padding ("NOTSET" with padding 0, or "VALID")."""
+    ``stride`` defaults to ``kernel_size``. ``padding`` is an int or ``(pad_h, pad_w)``; it
+    never wins a max, and an average leaves it out of the count (SINGA's CPU and cuDNN
+    kernels exclude padding)."""
 
     def __init__(self, kernel_size, stride=None, padding=0, is_max=True, pad_mode="NOTSET"):
         call = f"layer.{type(self).__name__}"
@@ -387,14 +387,16 @@ class Pooling2d(Layer):
         self.kernel_size = _pair(kernel_size, call, "kernel_size")
         self.stride = self.kernel_size if stride is None else _pair(stride, call, "stride")
         self.padding = _pair(padding, call, "padding", minimum=0)
+        if any(p > k // 2 for p, k in zip(self.padding, self.kernel_size)):
+            raise ValueError(f"{call}: padding {self.padding} must be at most half the kernel "
+                             f"size {self.kernel_size} (a window of padding only has no value)")
         self.pad_mode = _pad_mode(pad_mode, call)
         self.is_max = bool(is_max)
-        if not self.is_max and (any(self.padding) or self.pad_mode in ("SAME_UPPER", "SAME_LOWER")):
-            raise not_supported(f"{call} with padding",
-                                "average pooling here takes padding=0 (or pad_mode='VALID')")
         prim = ops.MaxPool if self.is_max else ops.AvgPool
         mode = "same" if self.pad_mode == "SAME_UPPER" else "valid"
         self.pool = prim(kernel_size=self.kernel_size, strides=self.stride, pad_mode=mode)
+        if not self.is_max:
+            self.pool.count_include_pad = False
         if self.pad_mode == "NOTSET":
             ph, pw = self.padding
             self.pool.pads = (ph, ph, pw, pw)
