@@ -3,6 +3,7 @@ that leaves early ends the job within seconds and is named, ``--timeout`` takes 
 finite numbers, a failed job is reported once, and a single-machine job opens no TCP port."""
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -98,7 +99,10 @@ def test_a_rank_leaving_early_ends_the_job_and_is_named(mode, how):
     assert seconds < 15, f"took {seconds:.1f} s"
     assert done.returncode != 0
     assert f"rank 1 left the job {how}" in done.stderr, done.stderr
-    assert "while rank 0 waits in allreduce" in done.stderr
+    if mode == "code":       # a non-zero exit is a failure of rank 1 itself
+        assert "Rank 1 failed first (step 3):\n  SystemExit: exit code 3" in done.stderr
+    else:
+        assert "while rank 0 waits in allreduce" in done.stderr
     assert "rank 0 finished" not in done.stdout
 
 
@@ -223,3 +227,57 @@ def test_only_the_newest_failure_logs_are_kept(tmp_path):
     run._prune_job_dirs(str(tmp_path), keep=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == \
         [f"{run.JOB_DIR_PREFIX}3", f"{run.JOB_DIR_PREFIX}4", "my-logs"]
+
+
+# ---- the multiprocessing launch ---------------------------------------------------------------
+SPAWN = os.path.join(SCRIPTS, "fail_spawn.py")
+
+
+def test_spawn_reports_a_failure_once(tmp_path):
+    done = subprocess.run([sys.executable, SPAWN, "raise", str(tmp_path)], cwd=REPO,
+                          env=child_env(), capture_output=True, text=True, timeout=90)
+    assert done.returncode == 1
+    assert done.stderr.count("ValueError: bad batch size for 3 processes") == 1, done.stderr
+    assert "Rank 0 failed first" in done.stderr and "Traceback" not in done.stderr
+    assert "_spawned" not in done.stderr
+    assert "Traceback" in (tmp_path / "logs" / "rank.0.log").read_text()
+
+
+def test_spawn_succeeds_quietly(tmp_path):
+    done = subprocess.run([sys.executable, SPAWN, "ok", str(tmp_path)], cwd=REPO,
+                          env=child_env(), capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0 and done.stderr == ""
+    assert sorted(re.findall(r"rank \d ok", done.stdout)) == ["rank 0 ok", "rank 1 ok", "rank 2 ok"]
+
+
+def test_spawn_ctrl_c_prints_one_line_and_stops_every_process(tmp_path):
+    parent = subprocess.Popen([sys.executable, SPAWN, "sleep", str(tmp_path)], cwd=REPO,
+                              env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        pids_dir = tmp_path / "pids"
+        deadline = time.monotonic() + 60
+        while (not pids_dir.exists() or len(list(pids_dir.iterdir())) < 3) \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pids = [int(p.read_text()) for p in pids_dir.iterdir()]
+        assert len(pids) == 3
+        parent.send_signal(signal.SIGINT)
+        _, err = parent.communicate(timeout=30)
+        assert parent.returncode == 130
+        assert err.strip() == "minitorch_dist.run: interrupted (Ctrl-C): stopped all 3 processes"
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in pids if _alive(pid)]
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(10)
+
+
+def test_spawn_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="world_size must be a positive int"):
+        run.spawn(print, 0)
+    with pytest.raises(ValueError, match="--timeout must be"):
+        run.spawn(print, 2, timeout=-1)

@@ -98,18 +98,20 @@ def record_exit(code=0):
                    "step": _state["step"], "time": time.time()})
 
 
-def record_failure(exc=None, message=None, kind="exception", fold=None):
+def record_failure(exc=None, message=None, kind="exception", fold=None, rank=None):
     """Write this rank's failure record: the exception (type, message, traceback) or a
     ``message`` from the watchdog; ``fold`` is the text by which the launcher's report groups
-    ranks with the same failure (default: the summary). Returns the record."""
+    ranks with the same failure (default: the summary); ``rank`` defaults to the launched
+    rank (``world_rank``). Returns the record."""
     if exc is not None:
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         summary = f"{type(exc).__name__}: {exc}".strip()
     else:
         text, summary = message, message
-    record = {"rank": world_rank(), "kind": kind, "summary": summary, "traceback": text,
+    rank = world_rank() if rank is None else int(rank)
+    record = {"rank": rank, "kind": kind, "summary": summary, "traceback": text,
               "fold": fold or summary, "step": _state["step"], "time": time.time()}
-    _write(f"failure.{world_rank()}.json", record)
+    _write(f"failure.{rank}.json", record)
     return record
 
 
