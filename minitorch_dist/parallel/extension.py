@@ -45,7 +45,7 @@ __all__ = ["ParallelExtension"]
 _SEMI_AUTO = (ParallelMode.SEMI_AUTO_PARALLEL, ParallelMode.AUTO_PARALLEL)
 _NOT_NETWORKS = (Optimizer, DistributedGradReducer, PipelineGradReducer, PipelineCell,
                  PipelineEvalCell)
-_function_calls = weakref.WeakKeyDictionary()   # function -> its ShardedCall
+_function_calls = weakref.WeakKeyDictionary()   # function -> {id(world): its ShardedCall}
 _steps = weakref.WeakSet()                      # functions found to be training steps
 _warned = weakref.WeakSet()                     # primitives warned about (one process)
 
@@ -96,9 +96,11 @@ class ParallelExtension(Extension):
         if (not shards_operators() or running() or tracing() or isinstance(target, Cell)
                 or target in _steps):
             return fn(*args)
-        call = _function_calls.get(target)
+        world = current_world()
+        calls = _function_calls.setdefault(target, {})     # per world: ranks may be threads
+        call = calls.get(id(world))
         if call is None:
-            call = _function_calls[target] = ShardedCall(fn)
+            call = calls[id(world)] = ShardedCall(fn)
         call.fn = fn
         try:
             return call(*args)

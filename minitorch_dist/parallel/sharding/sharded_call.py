@@ -172,9 +172,11 @@ class ShardedCall:
 
     # ---- a call -----------------------------------------------------------------------
     def __call__(self, *args):
-        args = tuple(args)
+        # arrays are data too: as Tensors they take the dataset's layout, not "whole"
+        args = tuple(Tensor(a) if isinstance(a, np.ndarray) else a for a in args)
         positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         key = tuple((i, tuple(args[i].shape), str(args[i].data.dtype)) for i in positions)
+        key += tuple(_constant_key(a) for a in args if not isinstance(a, Tensor))
         program = self.programs.get(key)
         if program is None:
             program = self.programs[key] = self.prepare(args, positions)
@@ -197,6 +199,14 @@ class ShardedCall:
             dump_execute(listing, program.rank, self.steps)
         self.steps += 1
         return out
+
+
+def _constant_key(value):
+    """A non-tensor argument's part of the program key: its value when it is a plain
+    number or string (the trace saw it), else the object itself (a Cell passed in)."""
+    if isinstance(value, (bool, int, float, str, type(None))):
+        return ("value", type(value).__name__, value)
+    return ("object", id(value))
 
 
 def batch_split(program):
