@@ -291,3 +291,18 @@ def test_closure_held_layers_train_without_a_model():
 def test_bad_layer_arguments_name_the_singa_call(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_a_closure_over_the_layer_itself_adds_no_second_name():
+    class Wrapped(layer.Layer):
+        def __init__(self):
+            super().__init__()
+            self.fc = layer.Linear(3)
+            self.fn = lambda x: self.fc(x)
+
+        def forward(self, x):
+            return self.fn(x)
+
+    net = Wrapped()
+    net(T(np.ones((2, 4))))
+    assert sorted(net.get_params()) == ["fc.W", "fc.b"]

@@ -66,6 +66,9 @@ class Layer(Cell):
             value = _tensor.Parameter.from_tensor(value)
         super().__setattr__(name, value)
         held = _layers_in_closure(value)
+        if held:                        # layers already in this tree keep their names
+            mine = {id(c) for _, c in self.cells_and_names()}
+            held = [(k, v) for k, v in held if id(v) not in mine]
         if held:                        # SINGA finds these on the tape; register them too
             holder = _Held()
             for key, layer in held:
