@@ -273,3 +273,46 @@ def test_predict_with_sigmoid_runs_sharded_under_auto_parallel():
         ms.reset_auto_parallel_context()
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_train_step_wrap_under_auto_parallel_equals_one_process():
+    """Regression: Wide&Deep's training cell under AUTO_PARALLEL never saw the global batch
+    (its network ran unsharded on each rank's rows) and stopped at a reshape error. Now the
+    networks it differentiates run sharded: 2 ranks of 4 rows equal one process of 8."""
+    import threading
+    from minitorch_dist.communication import run_ranks
+    from minitorch_dist.parallel.sharding.scope import sharding_world
+    cfg = config_module.parse_config(["--batch_size", "8", "--emb_dim", "4"])
+    cfg.vocab_size = 50
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 50, (3, 8, FIELDS)).astype(np.int32)
+    wts = rng.random((3, 8, FIELDS), np.float32)
+    labels = (rng.random((3, 8, 1)) > 0.5).astype(np.float32)
+
+    def build():
+        ms.set_seed(1)
+        net = wd.WideDeepModel(cfg)
+        return wd.TrainStepWrap(wd.NetWithLossClass(net, cfg), sparse=False)
+
+    def losses(step, rows):
+        return [tuple(float(v.asnumpy()) for v in step(ms.Tensor(ids[s][rows]),
+                                                        ms.Tensor(wts[s][rows]),
+                                                        ms.Tensor(labels[s][rows])))
+                for s in range(3)]
+
+    want = losses(build(), slice(None))
+    lock = threading.Lock()
+
+    def rank(comm):
+        with sharding_world(comm):
+            with lock:              # thread ranks share the framework's generator
+                step = build()
+            return losses(step, slice(4 * comm.rank, 4 * comm.rank + 4))
+
+    try:
+        ms.set_auto_parallel_context(parallel_mode="auto_parallel")
+        got = run_ranks(2, rank, timeout=120)
+    finally:
+        ms.reset_auto_parallel_context()
+    for per_rank in got:
+        np.testing.assert_allclose(per_rank, want, rtol=1e-5)
