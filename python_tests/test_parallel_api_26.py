@@ -141,3 +141,14 @@ def test_runtime_settings(caplog):
         rt.set_memory(max_size="lots")
     with pytest.raises(TypeError, match="enable_affinity"):
         rt.set_cpu_affinity("yes")
+
+
+def test_tensor_dump_writes_numbered_files(tmp_path):
+    dump = ops.TensorDump()
+    base = str(tmp_path / "dumps" / "act")
+    dump(base, ms.Tensor([[1.0, 2.0]]))
+    dump(base + ".npy", ms.Tensor([3.0]))
+    assert np.load(base + "_0.npy").tolist() == [[1.0, 2.0]]
+    assert np.load(base + "_1.npy").tolist() == [3.0]
+    with pytest.raises(TypeError, match="TensorDump: expected a Tensor"):
+        dump(base, [1.0])

@@ -143,6 +143,23 @@ def reset_auto_parallel_context():
     _context.update(_DEFAULTS)
 
 
+_SHARDING_MODES = (ParallelMode.SEMI_AUTO_PARALLEL, ParallelMode.AUTO_PARALLEL)
+
+
+def shards_operators():
+    """True when network calls run operator-sharded: SEMI_AUTO_PARALLEL or AUTO_PARALLEL
+    without pipeline stages (a pipelined job, which MindSpore also runs under
+    SEMI_AUTO_PARALLEL, shards inside its staged cells instead). Asked on every Cell call,
+    so it reads the dictionaries directly."""
+    scoped = _scoped.options
+    if scoped:
+        mode = scoped.get("parallel_mode", _context["parallel_mode"])
+        stages = scoped.get("pipeline_stages", _context["pipeline_stages"])
+    else:
+        mode, stages = _context["parallel_mode"], _context["pipeline_stages"]
+    return mode in _SHARDING_MODES and stages == 1
+
+
 def is_data_parallel():
     """True when gradients must be reduced across ranks by the training wrappers."""
     return get_auto_parallel_context("parallel_mode") in (ParallelMode.DATA_PARALLEL,

@@ -26,7 +26,7 @@ from .. import communication, nn
 from ..extension import Extension, install_extension
 from ..nn.cell import Cell
 from ..nn.optim.optimizer import Optimizer
-from .context import ParallelMode, get_auto_parallel_context, is_data_parallel
+from .context import ParallelMode, get_auto_parallel_context, is_data_parallel, shards_operators
 from .embedding_slice import sliced_embedding
 from .grad_reducer import DistributedGradReducer
 from .pipeline import (PipelineCell, PipelineEvalCell, PipelineGradReducer, replica_batches)
@@ -36,7 +36,6 @@ from .sharding.graph import TrainingStepTraced
 from .sharding.rules import ShardingError
 from .sharding.scope import current_world, running, tracing
 from .sharding.sharded_call import ShardedCall
-from .sharding.sharded_cell import shards_operators
 
 logger = logging.getLogger("minitorch_dist")
 

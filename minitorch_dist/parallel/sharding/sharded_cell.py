@@ -7,19 +7,10 @@ for code that wants to hold the sharded network. ``optimizer`` (optional) has it
 sliced with the parameters (every live optimizer holding them follows anyway).
 """
 from ...nn.cell import Cell
-from ..context import ParallelMode, get_auto_parallel_context
+from ..context import shards_operators
 from .sharded_call import ShardedCall, dataset_layouts, split_layout
 
 __all__ = ["ShardedCell", "shards_operators", "dataset_layouts", "split_layout"]
-
-
-def shards_operators():
-    """True when network calls run operator-sharded: SEMI_AUTO_PARALLEL or AUTO_PARALLEL
-    without pipeline stages (a pipelined job, which MindSpore also runs under
-    SEMI_AUTO_PARALLEL, is run by ``PipelineCell``)."""
-    return (get_auto_parallel_context("parallel_mode") in (ParallelMode.SEMI_AUTO_PARALLEL,
-                                                           ParallelMode.AUTO_PARALLEL)
-            and get_auto_parallel_context("pipeline_stages") == 1)
 
 
 class ShardedCell(Cell):
