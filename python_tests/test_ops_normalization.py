@@ -153,3 +153,85 @@ def test_runs_on_a_gpu_and_updates_the_moving_statistics_there(gpu):
     assert not np.array_equal(results[1][3], np.zeros(3))
     for ours, host in zip(*results):
         np.testing.assert_allclose(ours, host, atol=1e-10)
+
+
+# ---- channels-last row kernels (issue 18) ---------------------------------------------------
+
+def _channels_last(a):
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 2e-6), (np.float64, 1e-12)])
+def test_row_kernels_equal_numpy_path_and_torch(dtype, tol):
+    from minitorch_dist import kernels
+    torch = pytest.importorskip("torch")
+    x = (rand(6, 8, 5, 7) * 3 + 1).astype(dtype)
+    g = rand(6, 8, 5, 7, seed=4).astype(dtype)
+    gamma, beta = rand(8, seed=5).astype(dtype), rand(8, seed=6).astype(dtype)
+    results = []
+    for layout in (_channels_last, np.ascontiguousarray):     # row kernels, then NumPy
+        xt = Tensor(layout(x), requires_grad=True)
+        gt, bt = Tensor(gamma, requires_grad=True), Tensor(beta, requires_grad=True)
+        mean, var = Tensor(np.zeros(8, dtype)), Tensor(np.ones(8, dtype))
+        out = ops.batch_norm(xt, gt, bt, mean, var, momentum=0.3)
+        out.backward(Tensor(layout(g)))
+        results.append([out.asnumpy(), xt.grad.asnumpy(), gt.grad.asnumpy(), bt.grad.asnumpy(),
+                        mean.asnumpy(), var.asnumpy()])
+    for rows, plain in zip(*results):
+        np.testing.assert_allclose(rows, plain, rtol=tol * 10, atol=tol * 10)
+    tx = torch.tensor(x, requires_grad=True)
+    tg, tb = torch.tensor(gamma, requires_grad=True), torch.tensor(beta, requires_grad=True)
+    rm, rv = torch.zeros(8, dtype=tx.dtype), torch.ones(8, dtype=tx.dtype)
+    to = torch.nn.functional.batch_norm(tx, rm, rv, tg, tb, training=True, momentum=0.3)
+    to.backward(torch.tensor(g))
+    theirs = [to, tx.grad, tg.grad, tb.grad, rm, rv]
+    for mine, t in zip(results[0], theirs):
+        t = t.detach().numpy()
+        np.testing.assert_allclose(mine, t, rtol=tol * 50, atol=tol * 50 * max(1, np.abs(t).max()))
+    assert kernels.HAVE_CPP is False or results[0][0].dtype == dtype
+
+
+def test_row_kernel_twins_agree_and_reject_bad_shapes():
+    from minitorch_dist import kernels
+    from minitorch_dist.kernels import reference
+    x = (rand(300, 16) * 2 - 0.5).astype(np.float32)
+    gamma, beta = rand(16, seed=1).astype(np.float32), rand(16, seed=2).astype(np.float32)
+    mine, twin = kernels.batch_norm_rows(x, gamma, beta, 1e-5), \
+        reference.batch_norm_rows(x, gamma, beta, 1e-5)
+    for a, b in zip(mine, twin):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+    g = rand(300, 16, seed=3).astype(np.float32)
+    inv = (1 / np.sqrt(mine[3].astype(np.float64) + 1e-5)).astype(np.float32)
+    for a, b in zip(kernels.batch_norm_rows_backward(g, mine[1], gamma, inv),
+                    reference.batch_norm_rows_backward(g, mine[1], gamma, inv)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    dx, dgamma, dbeta = kernels.batch_norm_rows_backward(g, mine[1], gamma, inv, need_dx=False)
+    assert dx is None and dbeta.shape == (16,)
+    for impl in (kernels, reference):
+        with pytest.raises(ValueError, match="gamma"):
+            impl.batch_norm_rows(x, gamma[:3], beta, 1e-5)
+        with pytest.raises(ValueError, match="xhat"):
+            impl.batch_norm_rows_backward(g, mine[1][:5], gamma, inv)
+        with pytest.raises(TypeError):
+            impl.batch_norm_rows(x.astype(np.int32), gamma, beta, 1e-5)
+
+
+def test_row_kernel_sums_do_not_depend_on_the_thread_count():
+    from minitorch_dist import kernels
+    from minitorch_dist.backend import threads
+    if not kernels.HAVE_CPP:
+        pytest.skip("C++ kernels not built")
+    x = rand(70000, 32).astype(np.float32)
+    gamma, beta = rand(32, seed=1).astype(np.float32), rand(32, seed=2).astype(np.float32)
+    runs = []
+    try:
+        for count in (1, 2, 3):
+            threads.set_num_threads(count)
+            out, xhat, mean, var = kernels.batch_norm_rows(x, gamma, beta, 1e-5)
+            back = kernels.batch_norm_rows_backward(x, xhat, gamma, var)
+            runs.append([out, mean, var, *back])
+    finally:
+        threads.set_num_threads(None)
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            np.testing.assert_array_equal(a, b)

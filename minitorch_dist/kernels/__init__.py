@@ -21,7 +21,7 @@ from . import reference
 from . import native
 
 _names = ["im2col", "col2im", "im2col_nhwc", "col2im_nhwc", "winograd_input", "winograd_output",
-          "winograd_grad", "embedding_gather", "scatter_add_rows", "unique_merge",
+          "winograd_grad", "batch_norm_rows", "batch_norm_rows_backward", "embedding_gather", "scatter_add_rows", "unique_merge",
           "sparse_sgd", "lazy_adam", "ftrl", "proximal_adagrad", "topk_abs", "threshold_abs",
           "fp16_pack", "fp16_unpack"]
 
@@ -41,6 +41,8 @@ col2im_nhwc = _impl.col2im_nhwc
 winograd_input = _impl.winograd_input
 winograd_output = _impl.winograd_output
 winograd_grad = _impl.winograd_grad
+batch_norm_rows = _impl.batch_norm_rows
+batch_norm_rows_backward = _impl.batch_norm_rows_backward
 embedding_gather = _impl.embedding_gather
 scatter_add_rows = _impl.scatter_add_rows
 unique_merge = _impl.unique_merge

@@ -121,6 +121,29 @@ def winograd_grad(gy, tiles_h, tiles_w, out=None):
     return out
 
 
+def batch_norm_rows(x, gamma, beta, eps):
+    x, (gamma, beta) = reference._bn_rows_args(x, "x", ("gamma", gamma), ("beta", beta))
+    x = np.ascontiguousarray(x)
+    out, xhat = np.empty_like(x), np.empty_like(x)
+    mean, var = np.empty(x.shape[1], x.dtype), np.empty(x.shape[1], x.dtype)
+    _C.bn_forward(x, np.ascontiguousarray(gamma), np.ascontiguousarray(beta), float(eps), out,
+                  xhat, mean, var)
+    return out, xhat, mean, var
+
+
+def batch_norm_rows_backward(g, xhat, gamma, inv_std, need_dx=True):
+    g, (gamma, inv_std) = reference._bn_rows_args(g, "g", ("gamma", gamma), ("inv_std", inv_std))
+    xhat = np.asarray(xhat)
+    if xhat.shape != g.shape or xhat.dtype != g.dtype:
+        raise ValueError(f"xhat must match g ({g.dtype} {g.shape}), got {xhat.dtype} {xhat.shape}")
+    g = np.ascontiguousarray(g)
+    dx = np.empty_like(g) if need_dx else None
+    dgamma, dbeta = np.empty(g.shape[1], g.dtype), np.empty(g.shape[1], g.dtype)
+    _C.bn_backward(g, np.ascontiguousarray(xhat), np.ascontiguousarray(gamma),
+                   np.ascontiguousarray(inv_std), dx, dgamma, dbeta)
+    return dx, dgamma, dbeta
+
+
 def embedding_gather(table, ids):
     table = np.asarray(table)
     if table.ndim < 1:

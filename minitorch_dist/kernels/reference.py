@@ -216,6 +216,70 @@ def winograd_grad(gy, tiles_h, tiles_w, out=None):
     return out
 
 
+# --- batch normalisation over rows ---------------------------------------------------------
+
+def _bn_rows_args(x, name, *vectors):
+    x = chk.float_array(x, name)
+    if x.ndim != 2 or x.shape[0] < 1:
+        raise ValueError(f"{name} must be a 2-D (rows, channels) array with rows, got shape {x.shape}")
+    out = []
+    for vname, v in vectors:
+        v = np.asarray(v)
+        if v.shape != (x.shape[1],) or v.dtype != x.dtype:
+            raise ValueError(f"{vname} must be a {x.dtype} vector of {x.shape[1]} elements, got "
+                             f"{v.dtype} {v.shape}")
+        out.append(v)
+    return x, out
+
+
+def batch_norm_rows(x, gamma, beta, eps):
+    """Training-mode batch norm over the rows of ``x`` (R, C): ``(out, xhat, mean, var)``.
+
+    ``mean`` and the biased ``var`` are summed in float64; ``xhat = (x - mean) / sqrt(var +
+    eps)`` and ``out = xhat * gamma + beta`` are computed in x's dtype.
+
+    >>> import numpy as np
+    >>> out, xhat, mean, var = batch_norm_rows(np.array([[1.0], [3.0]]), np.ones(1), np.zeros(1), 0.0)
+    >>> out.ravel().tolist(), mean.tolist(), var.tolist()
+    ([-1.0, 1.0], [2.0], [1.0])
+    """
+    x, (gamma, beta) = _bn_rows_args(x, "x", ("gamma", gamma), ("beta", beta))
+    rows = x.shape[0]
+    mean = x.sum(axis=0, dtype=np.float64) / rows
+    centred = x.astype(np.float64) - mean
+    var = np.einsum("rc,rc->c", centred, centred) / rows
+    inv = (1.0 / np.sqrt(var + float(eps))).astype(x.dtype)
+    xhat = (x - mean.astype(x.dtype)) * inv
+    out = xhat * gamma + beta
+    return out, xhat, mean.astype(x.dtype), var.astype(x.dtype)
+
+
+def batch_norm_rows_backward(g, xhat, gamma, inv_std, need_dx=True):
+    """Backward of :func:`batch_norm_rows`: ``(dx or None, dgamma, dbeta)``.
+
+    ``dbeta = sum(g)``, ``dgamma = sum(g * xhat)`` (float64 sums) and
+    ``dx = gamma * inv_std * (g - dbeta / R - xhat * dgamma / R)``.
+
+    >>> import numpy as np
+    >>> dx, dg, db = batch_norm_rows_backward(np.array([[1.0], [1.0]]), np.array([[-1.0], [1.0]]),
+    ...                                        np.ones(1), np.ones(1))
+    >>> dx.ravel().tolist(), dg.tolist(), db.tolist()
+    ([0.0, 0.0], [0.0], [2.0])
+    """
+    g, (gamma, inv_std) = _bn_rows_args(g, "g", ("gamma", gamma), ("inv_std", inv_std))
+    xhat = np.asarray(xhat)
+    if xhat.shape != g.shape or xhat.dtype != g.dtype:
+        raise ValueError(f"xhat must match g ({g.dtype} {g.shape}), got {xhat.dtype} {xhat.shape}")
+    rows = g.shape[0]
+    sum_g = g.sum(axis=0, dtype=np.float64)
+    sum_gx = np.einsum("rc,rc->c", g.astype(np.float64), xhat.astype(np.float64))
+    dx = None
+    if need_dx:
+        k = gamma * inv_std
+        dx = k * (g - (sum_g / rows).astype(g.dtype) - xhat * (sum_gx / rows).astype(g.dtype))
+    return dx, sum_gx.astype(g.dtype), sum_g.astype(g.dtype)
+
+
 # --- embedding rows ----------------------------------------------------------------------
 
 def embedding_gather(table, ids):

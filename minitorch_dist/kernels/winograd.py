@@ -14,7 +14,7 @@ The three products of a training step:
 * input gradient: for stride 1 it is the same convolution of the output gradient with the
   kernel flipped and its channel axes swapped, padded by ``2 - pad``;
 * weight gradient: ``dW = G^T [sum over tiles (A g A^T) * V] G``, 16 products
-  ``S[k]^T @ V[k]`` that reuse the forward's input tiles ``V``.
+  ``S[k]^T @ V[k]`` per block of tiles, summed.
 
 Rounding differs from im2col's (the transforms add and subtract before the products), by a
 few float32 ulps of the largest terms: ``python_tests/test_conv_winograd.py`` bounds it
@@ -48,47 +48,87 @@ def weight_tiles(weight):
     return np.ascontiguousarray(u.reshape(16, weight.shape[1], weight.shape[0]))
 
 
-def _products(v, u, pool):
-    """``M[k] = V[k] @ U[k]`` for the 16 tile points, into a pooled buffer."""
-    m = pool.empty((16, v.shape[1], u.shape[2]), v.dtype) if pool is not None else None
-    return np.matmul(v, u, out=m)
+TILES_PER_BLOCK = 512    # tiles transformed and multiplied at a time (a few MB: stays in cache)
+
+
+def _image_blocks(n, tiles_per_image):
+    """Slices of whole images of about TILES_PER_BLOCK tiles each."""
+    step = max(1, TILES_PER_BLOCK // max(tiles_per_image, 1))
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+
+
+def _scratch(pool, shape, dtype):
+    return pool.empty(shape, dtype) if pool is not None else np.empty(shape, dtype)
+
+
+def _release(pool, *arrays):
+    if pool is not None:
+        for a in arrays:
+            pool.release(a)
 
 
 def forward(x_nhwc, weight, pad, out_hw, pool=None):
     """The convolution of channels-last ``x_nhwc`` (N, H, W, C) with ``weight`` (OC, C, 3, 3),
-    zero-padded by ``pad``: returns the channels-last output (N, OH, OW, OC) and the input
-    tiles ``V`` (16, tiles, C) that :func:`weight_grad` needs (from ``pool`` when given).
+    zero-padded by ``pad``: returns the channels-last output (N, OH, OW, OC).
+
+    The images go through in blocks of about :data:`TILES_PER_BLOCK` tiles: transform,
+    16 products, inverse transform, so that the transformed tiles (16 values per tile and
+    channel, 4x the input) stay in cache instead of making a round trip through memory.
     """
     n, c = x_nhwc.shape[0], x_nhwc.shape[3]
     oh, ow = out_hw
+    oc = weight.shape[0]
     th, tw = tile_counts(oh, ow)
-    v = pool.empty((16, n * th * tw, c), x_nhwc.dtype) if pool is not None else None
-    v = winograd_input(x_nhwc, th, tw, pad, out=v)
-    m = _products(v, weight_tiles(weight), pool)
-    out = winograd_output(m, (n, oh, ow, weight.shape[0]), th, tw)
-    if pool is not None:
-        pool.release(m)
-    return out, v
+    u = weight_tiles(weight)
+    out = np.empty((n, oh, ow, oc), x_nhwc.dtype)
+    blocks = _image_blocks(n, th * tw)
+    rows = (blocks[0].stop - blocks[0].start) * th * tw
+    v_buf = _scratch(pool, (16, rows, c), x_nhwc.dtype)
+    m_buf = _scratch(pool, (16, rows, oc), x_nhwc.dtype)
+    for images in blocks:
+        t = (images.stop - images.start) * th * tw
+        v, m = v_buf[:, :t], m_buf[:, :t]
+        if t != rows:    # the last, smaller block: contiguous buffers of its own size
+            v, m = np.empty((16, t, c), x_nhwc.dtype), np.empty((16, t, oc), x_nhwc.dtype)
+        winograd_input(x_nhwc[images], th, tw, pad, out=v)
+        np.matmul(v, u, out=m)
+        winograd_output(m, (t // (th * tw), oh, ow, oc), th, tw, out=out[images])
+    _release(pool, v_buf, m_buf)
+    return out
 
 
-def weight_grad(gy_nhwc, v, weight_shape, pool=None):
-    """dW (OC, C, 3, 3) from the channels-last output gradient and the forward's tiles ``v``."""
+def weight_grad(gy_nhwc, x_nhwc, pad, weight_shape, pool=None):
+    """dW (OC, C, 3, 3) from the channels-last output gradient and input.
+
+    The input tiles are transformed again, block by block, rather than kept from the
+    forward (4x the input's memory); the 16 per-block products are summed over blocks in a
+    fixed order.
+    """
     n, oh, ow, oc = gy_nhwc.shape
+    c = x_nhwc.shape[3]
     th, tw = tile_counts(oh, ow)
-    s = pool.empty((16, n * th * tw, oc), gy_nhwc.dtype) if pool is not None else None
-    s = winograd_grad(gy_nhwc, th, tw, out=s)
-    z = np.matmul(s.transpose(0, 2, 1), v)                     # (16, OC, C)
-    if pool is not None:
-        pool.release(s)
+    blocks = _image_blocks(n, th * tw)
+    rows = (blocks[0].stop - blocks[0].start) * th * tw
+    v_buf = _scratch(pool, (16, rows, c), x_nhwc.dtype)
+    s_buf = _scratch(pool, (16, rows, oc), x_nhwc.dtype)
+    z = np.zeros((16, oc, c), x_nhwc.dtype)
+    part = np.empty_like(z)
+    for images in blocks:
+        t = (images.stop - images.start) * th * tw
+        v, s = v_buf[:, :t], s_buf[:, :t]
+        if t != rows:
+            v, s = np.empty((16, t, c), x_nhwc.dtype), np.empty((16, t, oc), x_nhwc.dtype)
+        winograd_input(x_nhwc[images], th, tw, pad, out=v)
+        winograd_grad(gy_nhwc[images], th, tw, out=s)
+        np.matmul(s.transpose(0, 2, 1), v, out=part)
+        z += part
+    _release(pool, v_buf, s_buf)
     g = WINOGRAD_G.astype(z.dtype)
-    dw = np.einsum("xi,xyoc,yj->ocij", g, z.reshape(4, 4, oc, -1), g, optimize=True)
+    dw = np.einsum("xi,xyoc,yj->ocij", g, z.reshape(4, 4, oc, c), g, optimize=True)
     return np.ascontiguousarray(dw).reshape(weight_shape)
 
 
 def input_grad(gy_nhwc, weight, pad, x_hw, pool=None):
     """dX (N, H, W, C), channels-last: the output gradient convolved with the flipped kernel."""
     flipped = weight[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)   # (C, OC, 3, 3)
-    dx, v = forward(gy_nhwc, flipped, 2 - pad, x_hw, pool)
-    if pool is not None:
-        pool.release(v)
-    return dx
+    return forward(gy_nhwc, flipped, 2 - pad, x_hw, pool)

@@ -337,13 +337,12 @@ class Conv2D(Primitive):
         th, tw = winograd.tile_counts(geo.oh, geo.ow)
         ctx.flops = 16 * n * th * tw * c * out_ch
         with threads.product_threads(ctx.flops):
-            out, tiles = winograd.forward(x_nhwc, weight, geo.top, (geo.oh, geo.ow), pool)
-        ctx.scratch = _PooledBuffer(pool, tiles)
+            out = winograd.forward(x_nhwc, weight, geo.top, (geo.oh, geo.ow), pool)
         if bias is not None:
             out += bias.astype(out.dtype, copy=False)
         if ctx.half:
             out = half.narrow(out)
-        ctx.save_for_backward(tiles, weight)
+        ctx.save_for_backward(x_nhwc, weight)
         ctx.algorithm, ctx.geo, ctx.x_shape = "winograd", geo, x.shape
         ctx.has_bias = bias is not None
         return out.transpose(0, 3, 1, 2)
@@ -351,14 +350,14 @@ class Conv2D(Primitive):
     def _winograd_backward(self, ctx, grad):
         """Input, weight and bias gradients of the Winograd forward."""
         from ..kernels import winograd
-        tiles, weight = ctx.saved
+        x_nhwc, weight = ctx.saved
         pool = ctx.device.pool
         g_nhwc = grad.transpose(0, 2, 3, 1)
         if not g_nhwc.flags.c_contiguous:
             g_nhwc = g_nhwc.copy()
         gx = gw = gb = None
         if ctx.needs_input_grad[1]:
-            gw = winograd.weight_grad(g_nhwc, tiles, weight.shape, pool)
+            gw = winograd.weight_grad(g_nhwc, x_nhwc, ctx.geo.top, weight.shape, pool)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             gb = g_nhwc.reshape(-1, weight.shape[0]).sum(axis=0)
         if ctx.needs_input_grad[0]:
