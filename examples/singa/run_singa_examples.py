@@ -126,6 +126,7 @@ def run_one(python, examples, folder, command, launcher, timeout):
 
 
 def main(argv=None):
+    """Parse the command line, prepare the copy, run and report each example."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--singa", required=True, help="a checkout of apache/singa")
     parser.add_argument("--python", default=sys.executable)

@@ -103,6 +103,7 @@ def swap_data(examples, mnist_dir, cifar_dir):
             changed.append(rel)
 
     def cifar(text):   # new definitions before the script's entry point override the old
+        """Insert the small-file loaders before the script's entry point."""
         block = _CIFAR_LOADERS.format(folder=cifar_dir)
         marker = "\nif __name__ == '__main__':"
         if marker in text:

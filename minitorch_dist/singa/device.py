@@ -55,6 +55,7 @@ class Device:
 
     @property
     def virtual(self):
+        """True for the emulated GPU (``MINITORCH_DIST_VIRTUAL_GPU=1``)."""
         return self.core.virtual
 
     def __repr__(self):
@@ -81,15 +82,19 @@ class Device:
 
     # ---- graph and profiling switches (recorded; execution stays eager) ------------------
     def EnableGraph(self, enable=True):
+        """Record SINGA's graph switch (execution stays eager)."""
         self._graph = bool(enable)
 
     def graph_enabled(self):
+        """SINGA's graph switch as last set."""
         return self._graph
 
     def ResetGraph(self):
+        """Accepted; there is no buffered graph to clear."""
         pass
 
     def RunGraph(self, serial=False):
+        """Not supported: operations run eagerly."""
         raise not_supported("Device.RunGraph", "minitorch_dist runs every operation eagerly, "
                             "so there is no buffered graph to run")
 
@@ -99,15 +104,19 @@ class Device:
             self.core.xp.cuda.get_current_stream().synchronize()
 
     def Reset(self):
+        """Accepted; nothing to reset."""
         self._graph = False
 
     def SetVerbosity(self, verbosity):
+        """Set the verbosity ``PrintTimeProfiling`` uses."""
         self._verbosity = int(verbosity)
 
     def SetSkipIteration(self, skip):
+        """Accepted (SINGA skips the first iterations in its profile)."""
         self._skip = int(skip)
 
     def PrintTimeProfiling(self):
+        """Print ``ms.placement_report()`` when the verbosity is above 0."""
         if self._verbosity > 0:
             from ..placement import placement_report
             print(placement_report(), flush=True)
@@ -151,6 +160,7 @@ def get_num_gpus():
 
 
 def get_gpu_ids():
+    """The ordinals of the real GPUs CuPy sees."""
     return list(range(get_num_gpus()))
 
 

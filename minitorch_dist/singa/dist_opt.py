@@ -131,6 +131,7 @@ class DistOpt(CoreDistOpt):
         return [gradient_array(g, p, "DistOpt") for g, p in zip(grads, self.parameters)]
 
     def step(self, grads, *args, **kwargs):
+        """The core ``DistOpt.step`` once the parameters are bound."""
         if not self._bound:
             raise RuntimeError("opt.DistOpt.step: not attached to a compiled model yet "
                                "(model.set_optimizer(sgd), then model.compile([tx], ...))")
@@ -167,18 +168,23 @@ class DistOpt(CoreDistOpt):
                             "sparsify the gradients themselves")
 
     def fused_all_reduce(self, tensors, send=True):
+        """Not supported: ``backward_and_update`` fuses the gradients itself."""
         self._unsupported("fused_all_reduce")
 
     def all_reduce_half(self, tensor):
+        """Not supported: ``backward_and_update_half`` casts the gradients itself."""
         self._unsupported("all_reduce_half")
 
     def fused_all_reduce_half(self, tensors, send=True):
+        """Not supported: ``backward_and_update_half`` fuses and casts itself."""
         self._unsupported("fused_all_reduce_half")
 
     def sparsification(self, tensor, accumulation, spars, topK):
+        """Not supported: ``backward_and_sparse_update`` sparsifies itself."""
         self._unsupported("sparsification")
 
     def fused_sparsification(self, tensors, accumulation, spars, topK):
+        """Not supported: ``backward_and_sparse_update`` sparsifies itself."""
         self._unsupported("fused_sparsification")
 
     def __repr__(self):

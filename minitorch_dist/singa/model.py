@@ -79,6 +79,7 @@ class Model(Layer):
     # ---- optimizer --------------------------------------------------------------------
     @property
     def optimizer(self):
+        """The optimizer ``train_one_batch`` uses (``set_optimizer``)."""
         if self._optimizer is None:
             raise AttributeError(f"model.Model: {type(self).__name__} has no optimizer; call "
                                  "model.set_optimizer(sgd) before training (train_one_batch "
@@ -87,6 +88,7 @@ class Model(Layer):
 
     @optimizer.setter
     def optimizer(self, optimizer):
+        """The optimizer ``train_one_batch`` uses (``set_optimizer``)."""
         if not hasattr(optimizer, "_attach"):
             raise TypeError(f"model.Model.set_optimizer: expected an optimizer from "
                             f"minitorch_dist.singa.opt (opt.SGD or opt.DistOpt), got "
@@ -175,6 +177,7 @@ class Model(Layer):
                                   "forward(self, x)")
 
     def train_one_batch(self, *args, **kwargs):
+        """One training step; subclasses define it (SINGA calls it in training mode)."""
         raise NotImplementedError(f"model.Model: {type(self).__name__} must define "
                                   "train_one_batch(self, x, y, ...) to be called in training "
                                   "mode (or call model.eval() to run forward)")

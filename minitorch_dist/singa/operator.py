@@ -50,6 +50,7 @@ class _OperatorPrimitive(Primitive):
         return ys
 
     def backward(self, ctx, *dys):
+        """Call the user's ``backward`` with one gradient per output."""
         dxs = self.op.backward(*dys)
         if not isinstance(dxs, (tuple, list)):
             dxs = (dxs,)

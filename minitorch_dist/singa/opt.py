@@ -50,6 +50,7 @@ class Constant(LearningRateSchedule):
         self.init_value = _number(init_value, "opt.Constant", "init_value")
 
     def lr_at(self, step):
+        """The learning rate at ``step``: always ``init_value``."""
         return self.init_value
 
 
@@ -175,6 +176,7 @@ class Optimizer:
 
     @property
     def parameters(self):
+        """The parameters this optimizer is bound to."""
         if self.core is None:
             raise AttributeError(f"{self._name}.parameters: not attached to a compiled model "
                                  "yet (model.set_optimizer, then model.compile)")
@@ -235,10 +237,12 @@ class Optimizer:
                 core.step()
 
     def get_states(self):
+        """Not supported: save the model's states instead."""
         raise not_supported(f"{self._name}.get_states", "save the model with "
                             "model.save_states; optimizer state is not checkpointed here")
 
     def set_states(self, states):
+        """Not supported: optimizer state is not checkpointed here."""
         raise not_supported(f"{self._name}.set_states")
 
 

@@ -92,10 +92,12 @@ class SingaTensorMethods:
 
     @property
     def size(self):
+        """The number of elements (also callable: ``t.size()``)."""
         return _CallableInt(self.data.size)
 
     @property
     def ndim(self):
+        """The number of axes (also callable: ``t.ndim()``)."""
         return _CallableInt(self.data.ndim)
 
     def memsize(self):
@@ -103,6 +105,7 @@ class SingaTensorMethods:
         return int(self.data.nbytes)
 
     def is_empty(self):
+        """True when the tensor has no elements."""
         return self.data.size == 0
 
     # ---- copies in --------------------------------------------------------------------
@@ -138,6 +141,7 @@ class SingaTensorMethods:
         self._write(_host_values(t, "Tensor.copy_from"), "Tensor.copy_from")
 
     def copy_data(self, t):
+        """SINGA's alias of ``copy_from``."""
         self.copy_from(t)
 
     def set_value(self, x):
@@ -221,6 +225,7 @@ class SingaTensorMethods:
         return self
 
     def to_host(self):
+        """Move this tensor to the host, in place."""
         return self.to_device(None)
 
     def as_type(self, dtype):
@@ -320,18 +325,22 @@ def from_numpy(np_array, dev=None):
 
 
 def zeros(shape, device=None, dtype=float32):
+    """A tensor of zeros of ``shape`` on ``device``."""
     return Tensor(shape, device, dtype)
 
 
 def ones(shape, device=None, dtype=float32):
+    """A tensor of ones of ``shape`` on ``device``."""
     return Tensor(shape, device, dtype).set_value(1)
 
 
 def zeros_like(t):
+    """Zeros shaped, typed and placed like ``t``."""
     return Tensor(t.shape, t.device, t.dtype)
 
 
 def ones_like(t):
+    """Ones shaped, typed and placed like ``t``."""
     return ones(t.shape, t.device, t.dtype)
 
 
