@@ -281,3 +281,17 @@ def test_spawn_rejects_bad_arguments():
         run.spawn(print, 0)
     with pytest.raises(ValueError, match="--timeout must be"):
         run.spawn(print, 2, timeout=-1)
+
+
+def test_report_names_the_fix_for_a_wrong_rank_count():
+    records = [{"rank": 1, "kind": "exception", "time": 0, "traceback": "",
+                "summary": "ShardingError: matmul: strategy ((2, 4), (4, 1)) uses 8 devices but "
+                           "the world has only 2; the product of the split counts must not "
+                           "exceed the world"}]
+    assert "start it again with python -m minitorch_dist.run -n 8" in \
+        report.format_report(records, 1, "/logs")
+    records[0]["summary"] = ("ValueError: pipeline_stages (4) must divide the number of ranks "
+                             "(6): every stage needs the same number of ranks")
+    assert "needs a multiple of 4 ranks" in report.format_report(records, 1, "/logs")
+    records[0]["summary"] = "ValueError: something else"
+    assert "hint" not in report.format_report(records, 1, "/logs")

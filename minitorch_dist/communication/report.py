@@ -14,8 +14,10 @@ instead of every rank's traceback and MPI's abort banner.
 """
 import json
 import os
+import re
 
-__all__ = ["read_records", "format_report", "left_early_text", "rank_ranges", "TRACEBACK_LINES"]
+__all__ = ["read_records", "format_report", "left_early_text", "rank_ranges", "rank_hint",
+           "TRACEBACK_LINES"]
 
 TRACEBACK_LINES = 8
 
@@ -62,6 +64,31 @@ def rank_ranges(ranks):
     return ", ".join(parts)
 
 
+# (pattern, what the script needs): errors that mean "started with the wrong -n".
+_RANK_HINTS = (
+    (re.compile(r"uses (\d+) devices but the world has only (\d+)"),
+     lambda m: (int(m.group(1)), "at least {need} ranks (a multiple of {need} for replicas)")),
+    (re.compile(r"pipeline_stages \((\d+)\) must divide the number of ranks \((\d+)\)"),
+     lambda m: (int(m.group(1)), "a multiple of {need} ranks")),
+)
+
+
+def rank_hint(summary):
+    """A one-line fix for errors that say the job has the wrong number of ranks, or None.
+
+    >>> rank_hint("ShardingError: matmul: strategy ((2, 4), (4, 1)) uses 8 devices but the "
+    ...           "world has only 2; the product of the split counts must not exceed the world")
+    'hint: the script needs at least 8 ranks (a multiple of 8 for replicas); start it again with python -m minitorch_dist.run -n 8 ...'
+    """
+    for pattern, needs in _RANK_HINTS:
+        match = pattern.search(summary or "")
+        if match:
+            need, text = needs(match)
+            return (f"hint: the script needs {text.format(need=need)}; start it again with "
+                    f"python -m minitorch_dist.run -n {need} ...")
+    return None
+
+
 def _fold_key(record):
     return record.get("fold") or record.get("summary") or ""
 
@@ -104,6 +131,7 @@ def format_report(records, code, job_dir, mpi_text=""):
     lines.append(f"  {first.get('summary', '').strip()}")
     if first.get("kind") == "exception":
         lines += ["    " + line for line in _tail(first.get("traceback"))]
+    hint = rank_hint(first.get("summary"))
     groups = {}
     for record in failures[1:]:
         groups.setdefault(_fold_key(record), []).append(record["rank"])
@@ -113,5 +141,7 @@ def format_report(records, code, job_dir, mpi_text=""):
             lines.append(f"  {label} {rank_ranges(ranks)}: the same error")
         else:
             lines.append(f"  {label} {rank_ranges(ranks)}: {key.splitlines()[0] if key else '?'}")
+    if hint:
+        lines.append(f"  {hint}")
     lines.append(f"  full logs of every rank: {job_dir} (rank.<N>.log)")
     return "\n".join(lines)
