@@ -241,7 +241,7 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
     process = subprocess.Popen(command, env=rank_env, start_new_session=True,
                                stdout=subprocess.PIPE if demux else out_sink,
                                stderr=subprocess.PIPE if demux else err_sink,
-                               preexec_fn=_die_with_parent, **popen_kwargs)
+                               preexec_fn=_parent_death_signal(), **popen_kwargs)
     guard = _start_guard(process.pid)
     streams = OutputDemux(job_dir, out_sink, err_sink) if demux else None
     if streams is not None:
@@ -315,14 +315,26 @@ def _remove_job_dir(job_dir, keep_logs):
         shutil.rmtree(job_dir, ignore_errors=True)
 
 
-def _die_with_parent():
-    """In the child (mpiexec): receive SIGTERM when the launcher dies (Linux prctl)."""
+def _parent_death_signal():
+    """A function for ``preexec_fn`` that asks the kernel to SIGTERM the child (mpiexec) when
+    the launcher dies (Linux ``prctl(PR_SET_PDEATHSIG)``), or None elsewhere. libc is bound
+    here, in the parent: the child only makes the call (nothing is imported or allocated
+    between fork and exec)."""
+    if not sys.platform.startswith("linux"):
+        return None
     try:
         import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)          # PR_SET_PDEATHSIG
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass
+        return None
+    prctl.restype = ctypes.c_int
+    prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                      ctypes.c_ulong)
+    term = int(signal.SIGTERM)
+
+    def set_death_signal():
+        prctl(1, term, 0, 0, 0)           # PR_SET_PDEATHSIG
+    return set_death_signal
 
 
 _GUARD_CODE = r"""
