@@ -1,4 +1,4 @@
-"""Train a small SINGA-style ResNet or Xception on synthetic CIFAR-format data, the way
+"""Train a small SINGA-style ResNet or Xception on synthetic CIFAR-10 files, the way
 SINGA's autograd examples do: ``out = model(tx)``, ``loss = autograd.softmax_cross_entropy``,
 ``sgd.backward_and_update(loss)`` with an ``opt.DistOpt`` that finds the parameters on the
 tape (no Model).
@@ -17,7 +17,10 @@ Rank 0 (replica 0) writes every state (parameters and running statistics) to ``O
 import argparse
 import multiprocessing
 import os
+import pickle
+import shutil
 import sys
+import tempfile
 
 import numpy as np
 
@@ -40,10 +43,16 @@ def build(name):
 
 
 def data(steps):
-    rng = np.random.default_rng(1)
-    x = rng.normal(size=(steps * GLOBAL_BATCH, 3, 32, 32)).astype(np.float32)
-    y = rng.integers(0, 10, steps * GLOBAL_BATCH).astype(np.int32)
-    return x, y
+    """``steps`` global batches read back from a synthetic CIFAR-10 ``data_batch_1`` (the
+    pickle format SINGA's loaders read), normalised to [0, 1]."""
+    from upstream_data import write_cifar10
+    folder = write_cifar10(tempfile.mkdtemp(prefix="singa-cifar-"), train=steps * GLOBAL_BATCH,
+                           test=GLOBAL_BATCH, seed=1)
+    with open(os.path.join(folder, "data_batch_1"), "rb") as f:
+        batch = pickle.load(f, encoding="latin1")
+    shutil.rmtree(folder)
+    x = batch["data"].reshape(-1, 3, 32, 32).astype(np.float32) / 255
+    return x, np.asarray(batch["labels"], np.int32)
 
 
 def shard(x, y, step, rank, world):
