@@ -91,6 +91,7 @@ def _conv_f64(x, w, pad):
 
 def _run(x, w, b, pad, grad, algorithm, monkeypatch, calls=None):
     monkeypatch.setattr(conv_module, "ALGORITHM", algorithm)
+    monkeypatch.setattr(conv_module, "_WINOGRAD_MIN_PIXELS", 0)   # small test shapes too
     if calls is not None:     # count the Winograd forwards (input_grad runs one too)
         from minitorch_dist.kernels import winograd
         real = winograd.forward
@@ -180,4 +181,6 @@ def test_small_or_strided_convolutions_keep_im2col(rng):
     geo1 = conv_module._Geometry(8, 8, (3, 3), (1, 1), (1, 1), "pad", (1, 1, 1, 1))
     prim1 = ops.Conv2D(out_channel=16, kernel_size=3, pad_mode="pad", pad=1)
     assert not conv_module._winograd_applies(np, few, w[:, :3], geo1, prim1)
-    assert conv_module._winograd_applies(np, x, w, geo1, prim1) == kernels.HAVE_CPP
+    assert not conv_module._winograd_applies(np, x, w, geo1, prim1)      # 64 pixels: too few
+    big = np.zeros((16, 16, 8, 8), np.float32)                             # 1024 pixels
+    assert conv_module._winograd_applies(np, big, w, geo1, prim1) == kernels.HAVE_CPP

@@ -23,7 +23,6 @@ against float64 references and PyTorch.
 import numpy as np
 
 from . import winograd_grad, winograd_input, winograd_output
-from .reference import WINOGRAD_G
 
 __all__ = ["tile_counts", "weight_tiles", "forward", "weight_grad", "input_grad"]
 
@@ -37,15 +36,45 @@ def tile_counts(height, width):
     return -(-height // 2), -(-width // 2)
 
 
+def _at(a, i, axis):
+    """``a``'s slice ``i`` along ``axis`` as a view (``np.take`` copies)."""
+    return a[(slice(None),) * axis + (i,)]
+
+
+def _g_rows(w, axis):
+    """``G @ w`` along ``axis`` (of length 3): the 4 rows w0, (w0+w1+w2)/2, (w0-w1+w2)/2, w2,
+    stacked on that axis (G's entries are 0, 1/2 and 1: adds and halvings, exact scaling)."""
+    w0, w1, w2 = (_at(w, i, axis) for i in range(3))
+    s = w0 + w2
+    return np.stack([w0, (s + w1) * 0.5, (s - w1) * 0.5, w2], axis=axis)
+
+
+def _gt_rows(z, axis):
+    """``G^T @ z`` along ``axis`` (of length 4): z0 + (z1+z2)/2, (z1-z2)/2, (z1+z2)/2 + z3."""
+    z0, z1, z2, z3 = (_at(z, i, axis) for i in range(4))
+    h = (z1 + z2) * 0.5
+    return np.stack([z0 + h, (z1 - z2) * 0.5, h + z3], axis=axis)
+
+
 def weight_tiles(weight):
     """``U[k] = (G w G^T)[k]`` for a weight (OC, C, 3, 3): an array (16, C, OC).
 
-    >>> weight_tiles(np.ones((2, 5, 3, 3), np.float32)).shape
-    (16, 5, 2)
+    >>> u = weight_tiles(np.ones((2, 5, 3, 3), np.float32))
+    >>> u.shape, float(u[5, 0, 0])          # point (1, 1): (3/2) * (3/2)
+    ((16, 5, 2), 2.25)
     """
-    g = WINOGRAD_G.astype(weight.dtype)
-    u = np.einsum("xi,ocij,yj->xyco", g, weight, g, optimize=True)
-    return np.ascontiguousarray(u.reshape(16, weight.shape[1], weight.shape[0]))
+    oc, c = weight.shape[:2]
+    taps = np.ascontiguousarray(weight.transpose(2, 3, 1, 0))   # (3, 3, C, OC), one copy
+    rows = _g_rows(taps, 0)                                # (4, 3, C, OC): G along i
+    u = _g_rows(rows, 1)                                   # (4, 4, C, OC): G along j
+    return u.reshape(16, c, oc)
+
+
+def _weight_from_tiles(z, oc, c):
+    """``dW[o, c] = G^T Z[:, :, o, c] G`` for Z (4, 4, OC, C): the weight gradient (OC, C, 3, 3)."""
+    rows = _gt_rows(z, 0)                                  # (3, 4, OC, C)
+    dw = _gt_rows(rows, 1)                                 # (3, 3, OC, C)
+    return np.ascontiguousarray(dw.transpose(2, 3, 0, 1))
 
 
 TILES_PER_BLOCK = 512    # tiles transformed and multiplied at a time (a few MB: stays in cache)
@@ -123,9 +152,7 @@ def weight_grad(gy_nhwc, x_nhwc, pad, weight_shape, pool=None):
         np.matmul(s.transpose(0, 2, 1), v, out=part)
         z += part
     _release(pool, v_buf, s_buf)
-    g = WINOGRAD_G.astype(z.dtype)
-    dw = np.einsum("xi,xyoc,yj->ocij", g, z.reshape(4, 4, oc, c), g, optimize=True)
-    return np.ascontiguousarray(dw).reshape(weight_shape)
+    return _weight_from_tiles(z.reshape(4, 4, oc, c), oc, c).reshape(weight_shape)
 
 
 def input_grad(gy_nhwc, weight, pad, x_hw, pool=None):

@@ -182,16 +182,21 @@ def _nhwc_kernels(kernels, x, geo, group):
 # "auto": Winograd F(2x2, 3x3) where it applies (see _winograd_applies); "im2col": never.
 ALGORITHM = os.environ.get("MINITORCH_DIST_CONV_ALGO", "auto")
 _WINOGRAD_MIN_CHANNELS = 16     # below this the transforms cost more than the products save
+_WINOGRAD_MIN_PIXELS = 1024     # N*OH*OW: below it the weight transforms (per call, ~C*OC*40
+                                # values) cost more than the 2.25x fewer multiply-adds save
 
 
 def _winograd_applies(xp, x, weight, geo, prim):
     """Winograd on the host for 3x3, stride 1, no dilation, one group, the same padding
-    (at most 2) on every side, float32/64, and at least 16 input and output channels."""
+    (at most 2) on every side, float32/64, at least 16 input and output channels and 1024
+    output pixels (N*OH*OW)."""
     return (ALGORITHM == "auto" and xp.__name__ == "numpy" and prim.group == 1
             and weight.shape[2:] == (3, 3) and (geo.sh, geo.sw, geo.dh, geo.dw) == (1, 1, 1, 1)
             and geo.top == geo.bottom == geo.left == geo.right <= 2
             and x.dtype.char in "fd" and x.shape[1] >= _WINOGRAD_MIN_CHANNELS
-            and weight.shape[0] >= _WINOGRAD_MIN_CHANNELS and _host_kernels() is not None)
+            and weight.shape[0] >= _WINOGRAD_MIN_CHANNELS
+            and x.shape[0] * geo.oh * geo.ow >= _WINOGRAD_MIN_PIXELS
+            and _host_kernels() is not None)
 
 
 def _col2im(xp, cols, x_shape, geo):
