@@ -214,7 +214,28 @@ def test_restore_rejects_checkpoints_without_state(tmp_path):
         ckpt.restore_train_state(str(path))
 
 
-def test_mid_epoch_checkpoints_warn_that_resume_is_not_exact(tmp_path):
+def test_resume_from_the_middle_of_an_epoch_is_exact_too(tmp_path):
+    net, model = _model()
+    model.train(EPOCHS, _data())
+    expected = _weights(net)
+
+    net, model = _model()
+    config = CheckpointConfig(save_checkpoint_steps=4, keep_checkpoint_max=10)
+    model.train(2, _data(), callbacks=[ModelCheckpoint("mid", str(tmp_path), config)])
+    saved = tmp_path / "mid-2_2.ckpt"          # global step 8: step 2 of 6 in epoch 2
+
+    net, model = _model()
+    ckpt.load_checkpoint(str(saved), net=model.train_network)
+    data = _data()
+    state = ckpt.restore_train_state(str(saved), data)
+    assert state["complete_epoch"] is False and state["epoch"] == 1
+    assert state["step_in_epoch"] == 2 and state["batch_num"] == 6
+    model.train(EPOCHS, data, initial_epoch=state["epoch"])
+    for got, want in zip(_weights(net), expected):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_mid_epoch_without_the_dataset_warns(tmp_path):
     net, model = _model()
     config = CheckpointConfig(save_checkpoint_steps=4, keep_checkpoint_max=10)
     model.train(1, _data(), callbacks=[ModelCheckpoint("mid", str(tmp_path), config)])

@@ -32,6 +32,7 @@ class Dataset:
     def __init__(self, children=()):
         self.children = tuple(children)
         self._next_epoch = 0
+        self._skip_next = 0         # rows the next epoch skips (a mid-epoch resume)
 
     # ---- what subclasses provide ---------------------------------------------------------
     def get_col_names(self):
@@ -119,20 +120,25 @@ class Dataset:
         """How many epochs this dataset has started: the key of the next epoch's shuffle."""
         return self._next_epoch
 
-    def set_epoch(self, epoch):
-        """Make the next epoch shuffle as epoch number ``epoch`` (0-based) does: resuming
-        training at epoch ``k`` (``Model.train(..., initial_epoch=k)``) sees the same order
-        as an uninterrupted run. Checkpoints written by ``ModelCheckpoint`` record it.
+    def set_epoch(self, epoch, skip=0):
+        """Make the next epoch shuffle as epoch number ``epoch`` (0-based) does, and start it
+        after its first ``skip`` rows (batches, after ``batch``): resuming training at epoch
+        ``k`` (``Model.train(..., initial_epoch=k)``), or in the middle of it, sees the same
+        order as an uninterrupted run. Checkpoints written by ``ModelCheckpoint`` record both.
 
         >>> import numpy as np, minitorch_dist.dataset as ds
         >>> data = ds.NumpySlicesDataset({"x": np.arange(6)}, shuffle=True)
         >>> first, second = [[int(x) for (x,) in data] for _ in range(2)]
         >>> data.set_epoch(1); [int(x) for (x,) in data] == second
         True
+        >>> data.set_epoch(1, skip=4); [int(x) for (x,) in data] == second[4:]
+        True
         """
-        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
-            raise ValueError(f"set_epoch: epoch must be a non-negative int, got {epoch!r}")
+        for name, value in (("epoch", epoch), ("skip", skip)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"set_epoch: {name} must be a non-negative int, got {value!r}")
         self._next_epoch = int(epoch)
+        self._skip_next = int(skip)
 
     def _reserve_epoch(self):
         """The next epoch number of this dataset (counted over all its iterators)."""

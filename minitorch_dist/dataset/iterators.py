@@ -60,6 +60,9 @@ class _EpochIterator:
                                    "has run them all; create a new iterator (or pass a larger "
                                    "num_epochs)")
             self._rows = self.dataset._iter_rows((self.dataset._reserve_epoch(),))
+            skip, self.dataset._skip_next = getattr(self.dataset, "_skip_next", 0), 0
+            for _ in range(skip):           # a mid-epoch resume (Dataset.set_epoch)
+                next(self._rows, None)
         try:
             row = next(self._rows)
         except StopIteration:

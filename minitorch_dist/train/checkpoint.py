@@ -540,18 +540,24 @@ def restore_train_state(checkpoint, dataset=None):
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"restore_train_state: the {TRAIN_STATE} entry of {where} is corrupt: "
                          f"{err}") from None
-    complete = state.get("batch_num", 0) in (0, state.get("step_in_epoch"))
-    if not complete:
-        warnings.warn(f"restore_train_state: {where} was written at step "
-                      f"{state.get('step_in_epoch')} of {state.get('batch_num')} of epoch "
-                      f"{state['epoch']}; training resumes at epoch {state['epoch'] + 1}, which "
-                      "is not bit-identical to an uninterrupted run (save at epoch ends for "
-                      "that)", UserWarning, stacklevel=2)
+    step_in_epoch, batch_num = int(state.get("step_in_epoch", 0)), int(state.get("batch_num", 0))
+    complete = batch_num in (0, step_in_epoch)
+    epoch = int(state["epoch"])
     if dataset is not None and state.get("dataset_epoch") is not None:
-        dataset.set_epoch(int(state["dataset_epoch"]))
-    return {"epoch": int(state["epoch"]), "step": int(state["step"]),
-            "step_in_epoch": int(state.get("step_in_epoch", 0)),
-            "batch_num": int(state.get("batch_num", 0)), "complete_epoch": bool(complete)}
+        if complete:
+            dataset.set_epoch(int(state["dataset_epoch"]))
+        else:                    # redo the interrupted epoch from the next batch on
+            dataset.set_epoch(int(state["dataset_epoch"]) - 1, skip=step_in_epoch)
+    if not complete:
+        epoch -= 1
+        if dataset is None:
+            warnings.warn(f"restore_train_state: {where} was written at step {step_in_epoch} "
+                          f"of {batch_num} of epoch {state['epoch']}; pass the dataset so that "
+                          "training resumes at the next batch of that epoch (otherwise the "
+                          "interrupted epoch starts over and the run is not bit-identical)",
+                          UserWarning, stacklevel=2)
+    return {"epoch": epoch, "step": int(state["step"]), "step_in_epoch": step_in_epoch,
+            "batch_num": batch_num, "complete_epoch": bool(complete)}
 
 
 # ---- into a network -------------------------------------------------------------------------
