@@ -295,3 +295,16 @@ def test_report_names_the_fix_for_a_wrong_rank_count():
     assert "needs a multiple of 4 ranks" in report.format_report(records, 1, "/logs")
     records[0]["summary"] = "ValueError: something else"
     assert "hint" not in report.format_report(records, 1, "/logs")
+
+
+@needs_mpi
+def test_a_rank_that_dies_without_a_word_is_still_reported():
+    done, seconds = _launcher("-n", "2", "--timeout", "60", "-c",
+                              "import os, time\n"
+                              "from mpi4py import MPI\n"
+                              "MPI.COMM_WORLD.Barrier()\n"
+                              "if MPI.COMM_WORLD.rank == 1: os._exit(7)\n"
+                              "time.sleep(30)")
+    assert done.returncode != 0 and seconds < 30
+    assert "no rank reported an exception" in done.stderr, done.stderr
+    assert "mpiexec said:" in done.stderr and "full logs of every rank" in done.stderr
