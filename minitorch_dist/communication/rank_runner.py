@@ -35,22 +35,25 @@ _USAGE = "usage: python -m minitorch_dist.communication.rank_runner script.py | 
 
 
 def run_program(argv):
-    """Run ``argv`` (``script args``, ``-m module args`` or ``-c code args``) as ``__main__``."""
+    """Run ``argv`` (``script args``, ``-m module args`` or ``-c code args``) as ``__main__``,
+    with ``sys.argv`` and ``sys.path[0]`` as plain ``python`` would set them."""
     if not argv:
         raise SystemExit(_USAGE)
+    # ``python -m <this module>`` put the working directory first on sys.path; replace it
+    # with what ``python script.py`` / ``python -c`` / ``python -m`` would have put there.
     if argv[0] == "-c" and len(argv) > 1:
         sys.argv = ["-c"] + list(argv[2:])
-        sys.path.insert(0, "")
+        sys.path[0] = ""
         namespace = {"__name__": "__main__", "__builtins__": __builtins__}
         exec(compile(argv[1], "<string>", "exec"), namespace)
     elif argv[0] == "-m" and len(argv) > 1:
         sys.argv = [argv[1]] + list(argv[2:])
-        sys.path.insert(0, os.getcwd())
+        sys.path[0] = os.getcwd()
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
     else:
         script = argv[0]
         sys.argv = list(argv)
-        sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+        sys.path[0] = os.path.dirname(os.path.abspath(script))
         runpy.run_path(script, run_name="__main__")
 
 
