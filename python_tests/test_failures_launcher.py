@@ -308,3 +308,17 @@ def test_a_rank_that_dies_without_a_word_is_still_reported():
     assert done.returncode != 0 and seconds < 30
     assert "no rank reported an exception" in done.stderr, done.stderr
     assert "mpiexec said:" in done.stderr and "full logs of every rank" in done.stderr
+
+
+@needs_mpi
+def test_a_timeout_names_the_ranks_that_had_left():
+    """A raw mpi4py barrier is not watched: the timeout ends the job, naming the leaver."""
+    done, seconds = _launcher("-n", "2", "--timeout", "6", "-c",
+                              "import sys\n"
+                              "from mpi4py import MPI\n"
+                              "if MPI.COMM_WORLD.rank == 1: sys.exit(0)\n"
+                              "MPI.COMM_WORLD.Barrier()")
+    assert done.returncode == run.TIMEOUT_EXIT_CODE and seconds < 30
+    assert "did not finish within 6.0 s" in done.stderr
+    assert "ranks that had already left while others still ran: rank 1 (exit code 0)" in \
+        done.stderr, done.stderr
