@@ -322,3 +322,31 @@ def test_a_timeout_names_the_ranks_that_had_left():
     assert "did not finish within 6.0 s" in done.stderr
     assert "ranks that had already left while others still ran: rank 1 (exit code 0)" in \
         done.stderr, done.stderr
+
+
+def test_watchdog_only_flags_collectives_the_leaver_never_joined():
+    from minitorch_dist.communication import watchdog
+
+    class Fake:
+        world_ranks, size = None, 2
+
+        def __init__(self, seq):
+            self._call_seq = seq
+    a, b = Fake(3), Fake(2)              # two wrappers of COMM_WORLD: 5 calls in all
+    watchdog._watched.add(a)
+    watchdog._watched.add(b)
+    try:
+        joined = {1: {"rank": 1, "code": 0, "collectives": {"world": 5}, "step": None}}
+        assert watchdog.stuck_reason(a, ("allreduce", 3, 0.0), joined, 0) is None
+        left = {1: {"rank": 1, "code": 0, "collectives": {"world": 4}, "step": 7}}
+        reason = watchdog.stuck_reason(a, ("allreduce", 3, 0.0), left, 0)
+        assert reason.startswith("rank 1 left the job without an error at step 7 after 4 "
+                                 "collective calls, while rank 0 waits in allreduce #3")
+        sub = Fake(1)
+        sub.world_ranks = (0, 2)         # a group without rank 1 is not affected
+        watchdog._watched.add(sub)
+        assert watchdog.stuck_reason(sub, ("barrier", 1, 0.0), left, 0) is None
+    finally:
+        for comm in list(watchdog._watched):
+            if isinstance(comm, Fake):
+                watchdog._watched.discard(comm)

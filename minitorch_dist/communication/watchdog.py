@@ -92,10 +92,20 @@ def _write(name, record):
 def record_exit(code=0):
     """Write this rank's exit record (called when its script ends without an exception)."""
     _state["exited"] = True
-    collectives = {comm_key(c): c._call_seq for c in list(_watched)}
+    collectives = _totals()
     return _write(f"exit.{world_rank()}.json",
                   {"rank": world_rank(), "code": code, "collectives": collectives,
                    "step": _state["step"], "time": time.time()})
+
+
+def _totals():
+    """Collective calls made so far per communicator key (objects wrapping the same MPI
+    communicator share one sequence of collectives, so their counts add up)."""
+    totals = {}
+    for comm in list(_watched):
+        key = comm_key(comm)
+        totals[key] = totals.get(key, 0) + comm._call_seq
+    return totals
 
 
 def record_failure(exc=None, message=None, kind="exception", fold=None, rank=None):
@@ -134,12 +144,13 @@ def stuck_reason(comm, pending, exits, me):
     op, seq, _ = pending
     members = getattr(comm, "world_ranks", None) or range(comm.size)
     key = comm_key(comm)
+    mine = _totals().get(key, seq)       # this rank's calls on that MPI communicator so far
     for rank in members:
         if rank == me or rank not in exits:
             continue
         record = exits[rank]
         done = record.get("collectives", {}).get(key, 0)
-        if done < seq:
+        if done < mine:
             where = f" at step {record['step']}" if record.get("step") is not None else ""
             code = record.get("code", 0)
             how = "without an error" if code in (0, None) else f"with exit code {code}"
