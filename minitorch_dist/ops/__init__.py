@@ -21,6 +21,11 @@ from .embedding import *       # noqa: F401,F403
 from .loss import *            # noqa: F401,F403
 from .grad_operation import GradOperation
 from .debug import Print, TensorDump
+from .trigonometric import *   # noqa: F401,F403
+from .creation import *        # noqa: F401,F403
+from .control import *         # noqa: F401,F403
+from .composite import HyperMap, MultitypeFuncGraph, Partial
+from .activation import GeLU as Gelu    # MindSpore's older name
 from . import functional
 from .. import tensor as _tensor
 

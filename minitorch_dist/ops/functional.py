@@ -13,3 +13,7 @@ from .normalization import *   # noqa: F401,F403
 from .dropout import *         # noqa: F401,F403
 from .embedding import *       # noqa: F401,F403
 from .loss import *            # noqa: F401,F403
+from .trigonometric import *   # noqa: F401,F403
+from .creation import fill, ones, zeros   # noqa: F401
+from .control import depend, stop_gradient   # noqa: F401
+from .composite import partial   # noqa: F401

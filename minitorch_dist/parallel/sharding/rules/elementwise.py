@@ -21,7 +21,7 @@ different masks, which is still dropout with the right rate but not the one-proc
 """
 import numpy as np
 
-from ....ops import activation, arithmetic, elementwise
+from ....ops import activation, arithmetic, control, elementwise, trigonometric
 from ....ops.cast import Cast
 from ....ops.dropout import Dropout
 from .base import Grid, OneTensorRule, Rule, ShardPlan, register
@@ -33,7 +33,8 @@ class UnaryRule(OneTensorRule):
     types = (activation.ReLU, activation.Sigmoid, activation.Tanh, activation.GeLU,
              elementwise.Exp, elementwise.Log, elementwise.Sqrt, elementwise.Rsqrt,
              elementwise.Abs, elementwise.Square, elementwise.Sign, arithmetic.Neg,
-             Cast, Dropout)
+             trigonometric.Sin, trigonometric.Cos, trigonometric.Erf, trigonometric.Log1p,
+             control.StopGradient, Cast, Dropout)
 
     def build(self, call, strategy, world, out_strategy):
         grid = Grid(call, strategy[0], world, strategy)
