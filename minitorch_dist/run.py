@@ -222,6 +222,8 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
     mpiexec = find_mpiexec() if mpiexec is None else mpiexec
     flavor = mpi_flavor(mpiexec)
     out_sink, err_sink = popen_kwargs.pop("stdout", None), popen_kwargs.pop("stderr", None)
+    if err_sink == subprocess.STDOUT:
+        err_sink = sys.stdout if out_sink is None else out_sink
     demux = flavor == "openmpi" and all(sink not in (subprocess.PIPE, subprocess.DEVNULL)
                                         for sink in (out_sink, err_sink))
     runner = importlib.util.find_spec("mpi4py") is not None

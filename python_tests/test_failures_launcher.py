@@ -350,3 +350,14 @@ def test_watchdog_only_flags_collectives_the_leaver_never_joined():
         for comm in list(watchdog._watched):
             if isinstance(comm, Fake):
                 watchdog._watched.discard(comm)
+
+
+@needs_mpi
+def test_launch_writes_both_streams_to_one_file(tmp_path):
+    log = tmp_path / "out.txt"
+    with open(log, "w") as out:
+        code = run.launch(2, ["-c", "import sys; print('o'); print('e', file=sys.stderr)"],
+                          timeout=50, stdout=out, stderr=subprocess.STDOUT,
+                          env=child_env())
+    assert code == 0
+    assert sorted(log.read_text().split()) == ["e", "e", "o", "o"]
