@@ -138,3 +138,79 @@ def test_new_unary_primitives_shard_like_the_others():
     finally:
         ms.reset_auto_parallel_context()
     np.testing.assert_allclose(np.concatenate(got), want, rtol=1e-6)
+
+
+def test_select_where_forward_and_gradients():
+    cond = rng.random((3, 4)) > 0.5
+    x, y = rng.standard_normal((3, 4)), rng.standard_normal((1, 4))
+    out = ops.Select()(ms.Tensor(cond), ms.Tensor(x), ms.Tensor(y))
+    np.testing.assert_array_equal(out.asnumpy(), np.where(cond, x, y))
+    assert ops.Where is ops.Select and ops.where is ops.select
+    check_gradients(lambda a, b: ops.Select()(ms.Tensor(cond), a, b), x, y)
+    with pytest.raises(TypeError, match="cond must be a bool tensor"):
+        ops.Select()(ms.Tensor(x), ms.Tensor(x), ms.Tensor(y))
+
+
+def test_topk_and_argmax_with_value():
+    x = rng.standard_normal((3, 6))
+    values, indices = ops.TopK()(ms.Tensor(x), 3)
+    want = np.sort(x, axis=-1)[:, ::-1][:, :3]
+    np.testing.assert_array_equal(values.asnumpy(), want)
+    np.testing.assert_array_equal(np.take_along_axis(x, indices.asnumpy(), -1), want)
+    assert indices.dtype == np.int32
+    check_gradients(lambda t: ops.TopK()(t, 3)[0], x)
+    index, value = ops.ArgMaxWithValue(axis=1)(ms.Tensor(x))
+    np.testing.assert_array_equal(index.asnumpy(), x.argmax(1))
+    np.testing.assert_array_equal(value.asnumpy(), x.max(1))
+    check_gradients(lambda t: ops.ArgMaxWithValue(axis=0, keep_dims=True)(t)[1], x)
+    with pytest.raises(ValueError, match="k=7 exceeds the last axis"):
+        ops.TopK()(ms.Tensor(x), 7)
+
+
+def test_unique_keeps_first_appearance_order():
+    values, idx = ops.Unique()(ms.Tensor(np.array([[5, 1], [5, 9]], np.int32)))
+    assert values.asnumpy().tolist() == [5, 1, 9]
+    assert idx.asnumpy().tolist() == [[0, 1], [0, 2]]
+
+
+def test_tile_and_cumsum():
+    x = rng.standard_normal((2, 3))
+    np.testing.assert_array_equal(ops.Tile()(ms.Tensor(x), (2, 1, 2)).asnumpy(), np.tile(x, (2, 1, 2)))
+    check_gradients(lambda t: ops.Tile()(t, (2, 1, 2)), x)
+    np.testing.assert_allclose(ops.CumSum()(ms.Tensor(x), 1).asnumpy(), np.cumsum(x, 1))
+    ex = ops.CumSum(exclusive=True, reverse=True)(ms.Tensor(x), 1).asnumpy()
+    np.testing.assert_allclose(ex, np.flip(np.cumsum(np.flip(x, 1), 1), 1) - x)
+    for kwargs in ({}, {"exclusive": True}, {"reverse": True}):
+        check_gradients(lambda t: ops.CumSum(**kwargs)(t, 0), x)
+    assert ops.Cumsum is ops.CumSum
+    with pytest.raises(ValueError, match="multiples must be a tuple of positive ints"):
+        ops.Tile()(ms.Tensor(x), (0, 1))
+
+
+def test_gather_nd_and_scatter_nd_are_adjoint():
+    x = rng.standard_normal((4, 3, 2))
+    idx = np.array([[1, 2], [3, 0], [1, 2]])
+    got = ops.GatherNd()(ms.Tensor(x), ms.Tensor(idx))
+    np.testing.assert_array_equal(got.asnumpy(), x[idx[:, 0], idx[:, 1]])
+    check_gradients(lambda t: ops.GatherNd()(t, ms.Tensor(idx)), x)     # a repeated index adds
+    updates = rng.standard_normal((3, 2))
+    out = ops.ScatterNd()(ms.Tensor(idx), ms.Tensor(updates), (4, 3, 2)).asnumpy()
+    want = np.zeros((4, 3, 2))
+    np.add.at(want, (idx[:, 0], idx[:, 1]), updates)
+    np.testing.assert_allclose(out, want)
+    check_gradients(lambda u: ops.ScatterNd()(ms.Tensor(idx), u, (4, 3, 2)), updates)
+    with pytest.raises(IndexError, match="index 4 is out of range for axis 0 of size 4"):
+        ops.GatherNd()(ms.Tensor(x), ms.Tensor(np.array([[4, 0]])))
+    with pytest.raises(ValueError, match="updates must have shape"):
+        ops.ScatterNd()(ms.Tensor(idx), ms.Tensor(updates[:2]), (4, 3, 2))
+
+
+def test_against_pytorch_topk_cumsum_gather():
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal((3, 5))
+    t = torch.tensor(x, requires_grad=True)
+    (torch.topk(t, 2).values * torch.arange(2.0)).sum().backward()
+    mine = ms.Tensor(x, requires_grad=True)
+    (ops.TopK()(mine, 2)[0] * ms.Tensor(np.arange(2.0))).sum().backward()
+    np.testing.assert_allclose(mine.grad.asnumpy(), t.grad.numpy())
+    np.testing.assert_allclose(ops.CumSum()(ms.Tensor(x), 0).asnumpy(), torch.cumsum(t, 0).detach().numpy())

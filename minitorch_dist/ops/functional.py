@@ -17,3 +17,6 @@ from .trigonometric import *   # noqa: F401,F403
 from .creation import fill, ones, zeros   # noqa: F401
 from .control import depend, stop_gradient   # noqa: F401
 from .composite import partial   # noqa: F401
+from .selection import select, where   # noqa: F401
+from .repetition import tile, cumsum   # noqa: F401
+from .nd_indexing import gather_nd, scatter_nd   # noqa: F401
