@@ -214,3 +214,30 @@ def test_against_pytorch_topk_cumsum_gather():
     (ops.TopK()(mine, 2)[0] * ms.Tensor(np.arange(2.0))).sum().backward()
     np.testing.assert_allclose(mine.grad.asnumpy(), t.grad.numpy())
     np.testing.assert_allclose(ops.CumSum()(ms.Tensor(x), 0).asnumpy(), torch.cumsum(t, 0).detach().numpy())
+
+
+def test_layer_norm_against_pytorch_and_central_differences():
+    x = rng.standard_normal((4, 3, 5))
+    gamma, beta = rng.standard_normal((3, 5)), rng.standard_normal((3, 5))
+    ln = ops.LayerNorm(begin_norm_axis=1, begin_params_axis=1, epsilon=1e-5)
+    y, mean, var = ln(ms.Tensor(x), ms.Tensor(gamma), ms.Tensor(beta))
+    assert mean.shape == (4, 1, 1) and var.shape == (4, 1, 1)
+    check_gradients(lambda a, b, c: ln(a, b, c)[0], x, gamma, beta)
+    check_gradients(lambda a: ln(a, ms.Tensor(gamma), ms.Tensor(beta))[1], x)
+    check_gradients(lambda a: ln(a, ms.Tensor(gamma), ms.Tensor(beta))[2], x)
+    torch = pytest.importorskip("torch")
+    want = torch.nn.functional.layer_norm(torch.tensor(x), (3, 5), torch.tensor(gamma),
+                                          torch.tensor(beta), eps=1e-5)
+    np.testing.assert_allclose(y.asnumpy(), want.numpy(), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="gamma and beta must have shape"):
+        ln(ms.Tensor(x), ms.Tensor(gamma[0]), ms.Tensor(beta))
+
+
+def test_l2_normalize():
+    x = rng.standard_normal((3, 4))
+    out = ops.L2Normalize(axis=1)(ms.Tensor(x)).asnumpy()
+    np.testing.assert_allclose(out, x / np.linalg.norm(x, axis=1, keepdims=True))
+    check_gradients(lambda t: ops.L2Normalize(axis=1)(t), x)
+    tiny = np.full((1, 2), 1e-3)                     # below epsilon: the norm is clipped
+    check_gradients(lambda t: ops.L2Normalize(axis=1)(t), tiny)
+    np.testing.assert_allclose(ops.L2Normalize(axis=1)(ms.Tensor(tiny)).asnumpy(), tiny / 1e-2)

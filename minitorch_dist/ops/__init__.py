@@ -27,6 +27,7 @@ from .control import *         # noqa: F401,F403
 from .selection import *       # noqa: F401,F403
 from .repetition import *      # noqa: F401,F403
 from .nd_indexing import *     # noqa: F401,F403
+from .layer_norm import *      # noqa: F401,F403
 from .composite import HyperMap, MultitypeFuncGraph, Partial
 from .activation import GeLU as Gelu    # MindSpore's older name
 from . import functional
