@@ -214,8 +214,8 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
     job gets one report on stderr (``report.format_report``); every rank's full output is
     kept in ``log_dir`` (default: a new temporary directory, removed when the job succeeds).
     ``hosts`` ("a,b" or a list) / ``hostfile`` start ranks on other machines, over the
-    network ``interfaces`` named (e.g. "eth0"); without them the job stays on this machine,
-    its MPI traffic on the loopback interface. Extra keyword arguments go to
+    network ``interfaces`` named (e.g. "eth0"); without them the job stays on this machine
+    and its ranks talk over shared memory (they open no TCP port). Extra keyword arguments go to
     ``subprocess.Popen``; ``stdout``/``stderr`` may be files (prefer them to pipes).
     """
     timeout = check_timeout(timeout)
@@ -260,6 +260,9 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
         except KeyboardInterrupt:
             ended_by = signal.SIGINT
         if ended_by is not None:
+            if previous is not None:      # a second Ctrl-C must not cut the clean-up short
+                for signum in previous:
+                    signal.signal(signum, signal.SIG_IGN)
             _kill_job(process)
     finally:
         _restore_signal_handlers(previous)
