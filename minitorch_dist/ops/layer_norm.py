@@ -12,8 +12,8 @@
 >>> y, mean, var = ops.LayerNorm()(ms.Tensor([[1.0, 3.0]]), ms.Tensor([1.0, 1.0]), ms.Tensor([0.0, 0.0]))
 >>> np.round(y.asnumpy(), 4).tolist(), mean.asnumpy().tolist(), var.asnumpy().tolist()
 ([[-1.0, 1.0]], [[2.0]], [[1.0]])
->>> np.round(ops.L2Normalize(axis=1)(ms.Tensor([[3.0, 4.0]])).asnumpy(), 4).tolist()
-[[0.6, 0.8]]
+>>> [round(v, 4) for v in ops.L2Normalize(axis=1)(ms.Tensor([[3.0, 4.0]])).asnumpy()[0].tolist()]
+[0.6, 0.8]
 """
 from .primitive import Primitive
 
