@@ -312,8 +312,19 @@ def test_strategies_outside_a_network_call_are_refused():
     """A sharded primitive called bare under semi_auto would run whole: refused by name."""
     ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel")
     matmul = ops.MatMul().shard(((2, 1), (1, 1)))
+    x, w = np.ones((4, 2), np.float32), np.ones((2, 2), np.float32)
+
+    def rank(comm):
+        with sharding_world(comm):
+            matmul(ms.Tensor(x), ms.Tensor(w))
+
     with pytest.raises(ShardingError, match=r"MatMul.*outside a network call"):
-        matmul(ms.Tensor(np.ones((4, 2), np.float32)), ms.Tensor(np.ones((2, 2), np.float32)))
+        run_ranks(2, rank, timeout=60)
+    # one rank: the split cannot be honoured, and the error says how to run it
+    with pytest.raises(ShardingError, match=r"splits over 2 devices but this job has one rank"):
+        matmul(ms.Tensor(x), ms.Tensor(w))
+    plain = ops.MatMul().shard(((1, 1), (1, 1)))          # no split: runs whole
+    assert plain(ms.Tensor(x), ms.Tensor(w)).shape == (4, 2)
 
 
 def test_replication_on_several_ranks_without_semi_auto_now_fails():

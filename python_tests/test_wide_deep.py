@@ -252,27 +252,41 @@ def test_predict_with_sigmoid_runs_sharded_under_auto_parallel():
     """Regression: evaluating Wide&Deep's PredictWithSigmoid under AUTO_PARALLEL crashed in
     propagation (a primitive without a sharding rule next to a decided one), and its two
     tables, both named ``embedding_table`` until listed, were taken for one parameter."""
+    import threading
+    from minitorch_dist.communication import run_ranks
+    from minitorch_dist.parallel.sharding.scope import sharding_world
     cfg = config_module.parse_config(["--batch_size", "8", "--emb_dim", "4"])
     cfg.vocab_size = 50
     rng = np.random.default_rng(0)
-    ids = ms.Tensor(rng.integers(0, 50, (8, FIELDS)).astype(np.int32))
-    wts = ms.Tensor(rng.random((8, FIELDS), np.float32))
-    labels = ms.Tensor(np.ones((8, 1), np.float32))
-    ms.set_seed(1)
-    whole = wd.PredictWithSigmoid(wd.WideDeepModel(cfg))
+    ids = rng.integers(0, 50, (8, FIELDS)).astype(np.int32)
+    wts = rng.random((8, FIELDS), np.float32)
+    labels = np.ones((8, 1), np.float32)
+
+    def build():
+        ms.set_seed(1)
+        return wd.PredictWithSigmoid(wd.WideDeepModel(cfg))
+
     with ms.no_grad():
-        want = [o.asnumpy() for o in whole(ids, wts, labels)]
+        want = [o.asnumpy() for o in build()(ms.Tensor(ids), ms.Tensor(wts), ms.Tensor(labels))]
+    lock = threading.Lock()
+
+    def rank(comm):
+        rows = slice(4 * comm.rank, 4 * comm.rank + 4)
+        with sharding_world(comm):
+            with lock:
+                net = build()
+            with ms.no_grad():
+                out = net(ms.Tensor(ids[rows]), ms.Tensor(wts[rows]), ms.Tensor(labels[rows]))
+            assert net.__dict__["_sharded_call"].program is not None    # it really ran sharded
+            return [o.asnumpy() for o in out]
+
     try:
         ms.set_auto_parallel_context(parallel_mode="auto_parallel")
-        ms.set_seed(1)
-        sharded = wd.PredictWithSigmoid(wd.WideDeepModel(cfg))
-        with ms.no_grad():
-            got = [o.asnumpy() for o in sharded(ids, wts, labels)]
-        assert sharded.__dict__["_sharded_call"].program is not None    # it really ran sharded
+        got = run_ranks(2, rank, timeout=60)
     finally:
         ms.reset_auto_parallel_context()
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-6)
+    for k, w in enumerate(want):
+        np.testing.assert_allclose(np.concatenate([g[k] for g in got]), w, rtol=1e-5, atol=1e-6)
 
 
 def test_train_step_wrap_under_auto_parallel_equals_one_process():

@@ -1,7 +1,8 @@
 """Every way the parallel layer enters the single-process code (``minitorch_dist/extension.py``).
 
 * **Network calls.** Under ``SEMI_AUTO_PARALLEL``/``AUTO_PARALLEL`` (without pipeline
-  stages) the outermost call of a network runs operator-sharded through a ``ShardedCall``
+  stages, on more than one rank) the outermost call of a network runs operator-sharded through
+  a ``ShardedCall``
   cached on it: a Cell called from a script, ``Model``'s networks, the network a
   ``TrainOneStepCell`` or a user's ``GradOperation`` cell differentiates, the function given
   to ``value_and_grad``, and functions under ``jit`` or ``AutoParallel``. A callable whose
@@ -9,8 +10,9 @@
   written, and the network calls inside it are the ones sharded.
 * **Strategies nobody runs.** A primitive with a sharding strategy that runs outside a
   sharded call raises ``ShardingError`` naming it and the reason (a semi/auto job calling
-  it outside a network, a pipelined job, or a multi-rank job in another mode); in one
-  process outside semi/auto it runs whole, with a one-time warning.
+  it outside a network, a split on a one-rank semi/auto job, a pipelined job, or a
+  multi-rank job in another mode); in one process outside semi/auto it runs whole, with a
+  one-time warning.
 * **Training steps.** ``TrainOneStepCell`` reduces gradients with
   ``DistributedGradReducer`` under data parallel; sharded networks need no reducer (their
   parameters enter through mirrors).
@@ -20,6 +22,7 @@
   added to ``nn`` here.
 """
 import logging
+import math
 import weakref
 
 from .. import communication, nn
@@ -66,7 +69,7 @@ class ParallelExtension(Extension):
 
     # ---- calls ------------------------------------------------------------------------
     def call_cell(self, cell, inputs, kwargs):
-        if not shards_operators() or running() or _passes_through(cell):
+        if not shards_operators() or running() or _passes_through(cell) or _one_rank():
             return cell.construct(*inputs, **kwargs)
         if kwargs:
             raise ShardingError(f"{type(cell).__name__}: a sharded network takes its tensors as "
@@ -93,7 +96,7 @@ class ParallelExtension(Extension):
         ``AutoParallel`` and ``value_and_grad`` come here)."""
         target = getattr(fn, "__wrapped__", fn)   # GradOperation's seeding wrapper
         if (not shards_operators() or running() or tracing() or isinstance(target, Cell)
-                or target in _steps):
+                or target in _steps or _one_rank()):
             return fn(*args)
         world = current_world()
         calls = _function_calls.setdefault(target, {})     # per world: ranks may be threads
@@ -120,6 +123,14 @@ class ParallelExtension(Extension):
                     f"(pipeline_stages={get_auto_parallel_context('pipeline_stages')}) splits "
                     "operators over the ranks of a stage only inside staged cells (cells with "
                     "pipeline_stage set, run by a PipelineCell); move it into one")
+            return
+        if mode in _SEMI_AUTO and _one_rank():
+            if split:
+                raise ShardingError(
+                    f"{prim.name}: {strategy} splits over "
+                    f"{max(math.prod(s) for s in prim.in_strategy)} devices but this job has one "
+                    "rank; start it on that many (python -m minitorch_dist.run -n N script.py) "
+                    "or remove the split")
             return
         if mode in _SEMI_AUTO:
             raise ShardingError(
@@ -166,6 +177,12 @@ class ParallelExtension(Extension):
     # ---- checkpoints ------------------------------------------------------------------
     def checkpoint_entries(self, entries):
         return layout_entries(entries)
+
+
+def _one_rank():
+    """A job of one rank: every operator runs whole, so calls run as written (no trace)."""
+    world = current_world()
+    return world is None or world.size == 1
 
 
 def _passes_through(cell):
