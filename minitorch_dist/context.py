@@ -12,7 +12,24 @@ _context = {
     "save_graphs_path": ".",
     "log_level": None,
     "num_threads": None,
+    "device_id": 0,
+    "max_device_memory": None,
 }
+# MindSpore options that shape its graph compiler, Ascend or its runtime: accepted (type
+# checked) with a one-time note that they do not apply here. Each maps to the type it takes.
+_NO_EFFECT = {
+    "enable_graph_kernel": bool, "graph_kernel_flags": str, "pynative_synchronize": bool,
+    "deterministic": str, "jit_config": dict, "jit_syntax_level": object, "max_call_depth": int,
+    "enable_compile_cache": bool, "compile_cache_path": str, "memory_optimize_level": str,
+    "op_timeout": int, "print_file_path": str, "enable_reduce_precision": bool,
+    "variable_memory_max_size": str, "mempool_block_size": str, "ascend_config": dict,
+    "gpu_config": dict, "save_dump_path": str, "enable_dump": bool, "env_config_path": str,
+    "precompile_only": bool, "reserve_class_name_in_scope": bool, "check_bprop": bool,
+    "grad_for_scalar": bool, "disable_format_transform": bool, "support_binary": bool,
+    "memory_offload": str, "aoe_tune_mode": str, "aoe_config": dict, "inter_op_parallel_num": int,
+    "exec_order": str,
+}
+_noted = set()
 _LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARNING": logging.WARNING,
            "ERROR": logging.ERROR}
 _GLOG_LEVELS = {"0": "DEBUG", "1": "INFO", "2": "WARNING", "3": "ERROR"}   # MindSpore's GLOG_v
@@ -31,17 +48,36 @@ def set_context(**kwargs):
     the default policy: one per physical core, one per rank under a launcher) is how many
     threads the BLAS and the C++ host kernels use (``backend/threads.py``).
 
+    MindSpore's other options: ``device_id`` (an int >= 0) picks the GPU of
+    ``device_target="GPU"``; ``max_device_memory`` ("28GB") caps the device's memory, as
+    ``runtime.set_memory(max_size=...)`` does; ``runtime_num_threads`` is ``num_threads``;
+    ``device_target="Ascend"`` is an error saying what to use; the options of MindSpore's
+    graph compiler and of Ascend (``enable_graph_kernel``, ``op_timeout``, ...) are accepted,
+    type-checked, with a one-time note that they do not apply here. Unknown names are errors.
+
     >>> import minitorch_dist as ms
     >>> ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
     """
+    kwargs = _translate(kwargs)
     for key, value in kwargs.items():
         if key not in _context:
-            raise ValueError(f"unknown context option {key!r}; expected one of {sorted(_context)}")
+            raise ValueError(f"unknown context option {key!r}; expected one of "
+                             f"{sorted(set(_context) | set(_NO_EFFECT) | {'runtime_num_threads'})}")
         if key == "mode" and value not in (GRAPH_MODE, PYNATIVE_MODE):
             raise ValueError(f"mode must be ms.GRAPH_MODE or ms.PYNATIVE_MODE, got {value!r}")
         if key == "device_target":
+            if isinstance(value, str) and value.strip().upper() == "ASCEND":
+                raise ValueError("device_target='Ascend': there is no Ascend backend here; use "
+                                 "'CPU', or 'GPU' (CuPy on an NVIDIA GPU, or the virtual GPU "
+                                 "with MINITORCH_DIST_VIRTUAL_GPU=1)")
             from .backend import get_device
             get_device(value)  # validates, and fails now if "GPU" is not available
+        if key == "device_id" and (isinstance(value, bool) or not isinstance(value, int)
+                                   or value < 0):
+            raise ValueError(f"device_id must be a non-negative int, got {value!r}")
+        if key == "max_device_memory" and value is not None:
+            from . import runtime
+            runtime.set_memory(max_size=value)     # validates the size and applies it
         if key == "log_level":
             kwargs[key] = _check_level(value)
         if key == "num_threads":
@@ -50,6 +86,26 @@ def set_context(**kwargs):
     _context.update(kwargs)
     if "log_level" in kwargs:
         _apply_log_level(kwargs["log_level"])
+
+
+def _translate(kwargs):
+    """MindSpore's aliases, and the options without effect here (checked, noted, dropped)."""
+    out = {}
+    for key, value in kwargs.items():
+        if key == "runtime_num_threads":
+            key = "num_threads"
+        if key in _NO_EFFECT:
+            kind = _NO_EFFECT[key]
+            if kind is not object and not isinstance(value, kind):
+                raise ValueError(f"set_context: {key} must be a {kind.__name__}, got {value!r}")
+            if key not in _noted:
+                _noted.add(key)
+                logging.getLogger("minitorch_dist").warning(
+                    "set_context(%s=...) is accepted and ignored: it configures MindSpore's graph "
+                    "compiler, Ascend or its runtime, which do not exist here", key)
+            continue
+        out[key] = value
+    return out
 
 
 def _check_level(value):

@@ -152,3 +152,53 @@ def test_tensor_dump_writes_numbered_files(tmp_path):
     assert np.load(base + "_1.npy").tolist() == [3.0]
     with pytest.raises(TypeError, match="TensorDump: expected a Tensor"):
         dump(base, [1.0])
+
+
+def test_strategy_checkpoint_options_of_the_context(tmp_path):
+    path = str(tmp_path / "ckpt_strategy.json")
+    x = ms.Tensor(np.ones((2, 16), np.float32))
+
+    def rank(comm, first):
+        with sharding_world(comm):
+            ms.set_seed(0)
+            TwoLayer(first)(x)
+
+    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel", strategy_ckpt_save_file=path)
+    run_ranks(4, lambda comm: rank(comm, ((2, 2), (2, 1))))
+    assert json.load(open(path))["w1"]["shape"] == [16, 32]
+    ms.set_auto_parallel_context(strategy_ckpt_save_file="", strategy_ckpt_load_file=path)
+    run_ranks(4, lambda comm: rank(comm, ((2, 2), (2, 1))))
+    with pytest.raises(ShardingError, match=r"strategy_ckpt_load_file: the plan lays out \['w1'\]"):
+        run_ranks(4, lambda comm: rank(comm, ((1, 4), (4, 1))))
+
+
+def test_set_context_accepts_mindspore_options_and_says_what_they_do(caplog):
+    try:
+        with caplog.at_level(logging.WARNING, logger="minitorch_dist"):
+            ms.set_context(enable_graph_kernel=True, device_id=0, max_device_memory="2GB",
+                           runtime_num_threads=1, op_timeout=30)
+        assert ms.get_context("num_threads") == 1
+        assert any("enable_graph_kernel=...) is accepted and ignored" in r.message
+                   for r in caplog.records)
+        with pytest.raises(ValueError, match="no Ascend backend here; use 'CPU', or 'GPU'"):
+            ms.set_context(device_target="Ascend")
+        with pytest.raises(ValueError, match="enable_graph_kernel must be a bool"):
+            ms.set_context(enable_graph_kernel="yes")
+        with pytest.raises(ValueError, match="device_id must be a non-negative int"):
+            ms.set_context(device_id=-1)
+        with pytest.raises(ValueError, match="max_device_memory|max_size must be a size"):
+            ms.set_context(max_device_memory="lots")
+        with pytest.raises(ValueError, match="unknown context option 'no_such_option'"):
+            ms.set_context(no_such_option=1)
+    finally:
+        ms.set_context(num_threads=None)
+
+
+def test_auto_parallel_context_options_act_or_say_why_not(caplog):
+    with caplog.at_level(logging.WARNING, logger="minitorch_dist"):
+        ms.set_auto_parallel_context(enable_parallel_optimizer=True)
+    assert any("optimizer states are not sharded here" in r.message for r in caplog.records)
+    with pytest.raises(NotImplementedError, match="grad_accumulation_step=4"):
+        ms.set_auto_parallel_context(grad_accumulation_step=4)
+    with pytest.raises(ValueError, match="strategy_ckpt_save_file must be a file path"):
+        ms.set_auto_parallel_context(strategy_ckpt_save_file=3)

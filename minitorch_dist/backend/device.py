@@ -168,6 +168,8 @@ def get_device(spec=None):
     if spec is None:
         from ..context import get_context
         spec = get_context("device_target")
+        if spec.strip().upper() == "GPU" and get_context("device_id"):
+            spec = f"GPU:{get_context('device_id')}"      # set_context(device_id=k)
     if not isinstance(spec, str):
         raise TypeError(f"device must be a string such as 'CPU' or 'GPU:0', got {type(spec).__name__}")
     head, _, idx = spec.partition(":")

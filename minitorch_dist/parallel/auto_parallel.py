@@ -18,7 +18,6 @@ The methods set the rest: ``dataset_strategy(config)``, ``save_param_strategy_fi
 Options set both here and, differently, with ``ms.set_auto_parallel_context`` conflict: the
 call raises a ``ValueError`` naming both rather than letting one silently win.
 """
-import json
 import logging
 import os
 
@@ -26,9 +25,7 @@ from ..extension import extension
 from ..nn.cell import Cell
 from .context import (PIPELINE_SCHEDULERS, ParallelMode, _is_dataset_strategy,
                       auto_parallel_scope, get_auto_parallel_context)
-from .sharding.checkpoint import layout_json, layout_from_json
-from .sharding.parameters import sliced_parameters
-from .sharding.rules import ShardingError
+from .sharding.strategy_file import check_strategy_file, write_strategy_file
 
 logger = logging.getLogger("minitorch_dist")
 
@@ -168,20 +165,10 @@ class AutoParallel(Cell):
         return out
 
     def _strategy_files(self):
-        layouts = {name: layout_json(p) for name, p in sliced_parameters().items()}
         if self._save_file is not None:
-            with open(self._save_file, "w") as f:
-                json.dump(layouts, f, indent=1, sort_keys=True)
+            write_strategy_file(self._save_file)
         if self._load_file is not None:
-            with open(self._load_file) as f:
-                wanted = json.load(f)
-            wrong = [name for name, spec in wanted.items()
-                     if name in layouts and layout_from_json(layouts[name])[0]
-                     != layout_from_json(spec)[0]]
-            if wrong:
-                raise ShardingError(f"AutoParallel: the plan lays out {wrong} differently from "
-                                    f"{self._load_file}: their strategies changed since it was "
-                                    "saved")
+            check_strategy_file(self._load_file, "AutoParallel")
 
 
 def _path(what, file_path):

@@ -8,7 +8,11 @@
 """
 
 
+import logging
+
 from ..thread_state import ThreadState
+
+logger = logging.getLogger("minitorch_dist")
 
 
 class ParallelMode:
@@ -36,6 +40,7 @@ _DEFAULTS = {
     "enable_parallel_optimizer": False,
     "grad_accumulation_step": 1,
     "strategy_ckpt_save_file": "",
+    "strategy_ckpt_load_file": "",
 }
 _SEARCH_MODES = ("sharding_propagation", "dynamic_programming", "recursive_programming")
 PIPELINE_SCHEDULERS = ("1f1b", "gpipe")
@@ -92,6 +97,13 @@ def _check(key, value):
     if key in ("gradients_mean", "parameter_broadcast", "full_batch", "enable_parallel_optimizer") \
             and not isinstance(value, bool):
         raise ValueError(f"{key} must be True or False, got {value!r}")
+    if key in ("strategy_ckpt_save_file", "strategy_ckpt_load_file") and not isinstance(value, str):
+        raise ValueError(f"{key} must be a file path (str), got {value!r}")
+    if key == "grad_accumulation_step" and value > 1:
+        raise NotImplementedError(
+            f"grad_accumulation_step={value}: gradient accumulation across steps is not "
+            "implemented; accumulate by hand (sum the gradients of several value_and_grad calls "
+            "before calling the optimizer) or use a PipelineCell's micro-batches")
 
 
 def set_auto_parallel_context(**kwargs):
@@ -104,6 +116,10 @@ def set_auto_parallel_context(**kwargs):
         set_context(save_graphs=kwargs.pop("save_graphs"))
     for key, value in kwargs.items():
         _check(key, value)
+    if kwargs.get("enable_parallel_optimizer") and not _context["enable_parallel_optimizer"]:
+        logger.warning("enable_parallel_optimizer=True is accepted: optimizer states are not "
+                       "sharded here, so each rank keeps whole ones; results are the same, only "
+                       "the memory saving is missing")
     if "pipeline_config" in kwargs:
         kwargs = dict(kwargs, pipeline_config=_check_pipeline_config(kwargs["pipeline_config"]))
     _context.update(kwargs)

@@ -168,6 +168,7 @@ class ShardedCall:
             slice_parameter(param, input_layout(plans[node_index], position, full_shape),
                             rank, comm, self.optimizer)
         dump_begin(graph, plans, rank)
+        _strategy_checkpoint()
         return program
 
     # ---- a call -----------------------------------------------------------------------
@@ -199,6 +200,18 @@ class ShardedCall:
             dump_execute(listing, program.rank, self.steps)
         self.steps += 1
         return out
+
+
+def _strategy_checkpoint():
+    """``set_auto_parallel_context(strategy_ckpt_save_file=..., strategy_ckpt_load_file=...)``:
+    the layouts written after each plan, and checked against the saved ones."""
+    from .strategy_file import check_strategy_file, write_strategy_file
+    save = get_auto_parallel_context("strategy_ckpt_save_file")
+    load = get_auto_parallel_context("strategy_ckpt_load_file")
+    if save:
+        write_strategy_file(save)
+    if load:
+        check_strategy_file(load)
 
 
 def _constant_key(value):
