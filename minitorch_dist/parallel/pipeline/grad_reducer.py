@@ -47,6 +47,7 @@ class PipelineGradReducer(Cell):
         self._foreign = []
         self._engine = None
         self._mirrored = []
+        self._divide_mirrored = False
         self._replicas = 1
 
     def _plan(self):
@@ -68,6 +69,11 @@ class PipelineGradReducer(Cell):
         self._foreign = [i for i, p in enumerate(params) if p.released]
         self._mirrored = [i for i, p in enumerate(params)
                           if getattr(p, "sharding_layout", None) is not None]
+        # Inside pipeline stages the loss is each rank's own (computed after the staged,
+        # sharded cells), so the mirrors summed the replicas' gradients: the mean divides them.
+        # With one stage the whole network, loss included, is one sharded call whose loss is
+        # the mean over the replicas already: nothing to divide.
+        self._divide_mirrored = hasattr(engine, "sharded_calls")
         owned = [i for i, p in enumerate(params) if not p.released and i not in self._mirrored]
         shared = {}
         for i in owned:
@@ -98,7 +104,8 @@ class PipelineGradReducer(Cell):
             reduced = reducer(tuple(grads[i] for i in positions))
             for i, g in zip(positions, reduced):
                 grads[i] = g
-        if self._mirrored and self._replicas > 1 and get_auto_parallel_context("gradients_mean"):
+        if self._mirrored and self._divide_mirrored and self._replicas > 1 \
+                and get_auto_parallel_context("gradients_mean"):
             for i in self._mirrored:
                 grads[i] = grads[i] * (1.0 / self._replicas)
         if self.scale_sense != 1.0:
