@@ -184,3 +184,39 @@ def test_small_or_strided_convolutions_keep_im2col(rng):
     assert not conv_module._winograd_applies(np, x, w, geo1, prim1)      # 64 pixels: too few
     big = np.zeros((16, 16, 8, 8), np.float32)                             # 1024 pixels
     assert conv_module._winograd_applies(np, big, w, geo1, prim1) == kernels.HAVE_CPP
+
+
+@needs_cpp
+def test_winograd_bits_do_not_depend_on_the_thread_count(rng, monkeypatch):
+    from minitorch_dist.backend import threads
+    from minitorch_dist.kernels import winograd
+    monkeypatch.setattr(winograd, "TILES_PER_BLOCK", 64)      # several blocks to spread
+    x = rng.standard_normal((6, 16, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((20, 16, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(20).astype(np.float32)
+    g = rng.standard_normal((6, 20, 12, 12)).astype(np.float32)
+    runs = []
+    try:
+        for count in (1, 2, 3):
+            threads.set_num_threads(count)
+            runs.append(_run(x, w, b, 1, g, "auto", monkeypatch)[0])
+    finally:
+        threads.set_num_threads(None)
+    for other in runs[1:]:
+        for a, c in zip(runs[0], other):
+            np.testing.assert_array_equal(a, c)
+
+
+def test_parallel_items_covers_every_item_once_and_restores_threads():
+    from minitorch_dist.backend import threads
+    seen = []
+    try:
+        threads.set_num_threads(3)
+        threads.parallel_items(10, lambda i, w: seen.append((i, w)))
+        assert sorted(i for i, _ in seen) == list(range(10))
+        assert {w for _, w in seen} == {0, 1, 2}
+        assert threads.get_num_threads() == 3
+        if threads.blas_info()["name"] is not None:
+            assert threads.blas_info()["threads"] == 3
+    finally:
+        threads.set_num_threads(None)

@@ -46,7 +46,8 @@ import os
 import threading
 
 __all__ = ["physical_cores", "default_num_threads", "set_num_threads", "get_num_threads",
-           "ensure_applied", "product_threads", "blas_info", "SMALL_PRODUCT_FLOPS"]
+           "ensure_applied", "product_threads", "parallel_items", "parallel_workers", "blas_info",
+           "SMALL_PRODUCT_FLOPS"]
 
 SMALL_PRODUCT_FLOPS = 1 << 23      # m*n*k below this: one thread (see product_threads)
 ENV_VARIABLES = ("MINITORCH_DIST_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
@@ -272,3 +273,65 @@ def product_threads(flops):
         yield
     finally:
         _blas().set(full)
+
+
+_EXECUTOR = []
+
+
+def _executor():
+    if not _EXECUTOR:
+        from concurrent.futures import ThreadPoolExecutor
+        _EXECUTOR.append(ThreadPoolExecutor(max_workers=16, thread_name_prefix="minitorch_dist"))
+    return _EXECUTOR[0]
+
+
+def parallel_workers(count):
+    """How many threads :func:`parallel_items` uses for ``count`` items."""
+    ensure_applied()
+    return max(1, min(_state["applied"], count))
+
+
+def parallel_items(count, fn):
+    """Call ``fn(i, w)`` for every ``i`` in ``range(count)``, spread over the threads in force;
+    ``w`` (0 to threads - 1) names the thread, for per-thread scratch memory.
+
+    For loops of independent pieces of work that release the GIL (NumPy products, the C++
+    kernels): the items are cut into one contiguous chunk per thread, chunk 0 runs on this
+    thread, and inside the call the BLAS and the C++ kernels use one thread each, so there
+    is a single fork and join per call instead of one per product. On a busy machine, that
+    is what keeps a descheduled thread from stalling every product in turn. ``fn`` must
+    write only its own item's outputs; what it computes does not depend on the thread count.
+
+    >>> out = [0] * 5
+    >>> parallel_items(5, lambda i, w: out.__setitem__(i, i * i))
+    >>> out
+    [0, 1, 4, 9, 16]
+    """
+    workers = parallel_workers(count)
+    if workers <= 1:
+        for i in range(count):
+            fn(i, 0)
+        return
+
+    def chunk(w):
+        for i in range(count * w // workers, count * (w + 1) // workers):
+            fn(i, w)
+
+    blas, full = _blas(), _state["applied"]
+    native = None
+    try:
+        from ..kernels import native as _native
+        native = _native if _native._C is not None else None
+    except ImportError:
+        pass
+    blas.set(1)
+    previous = native.set_sparse_threads(1) if native is not None else None
+    try:
+        futures = [_executor().submit(chunk, w) for w in range(1, workers)]
+        chunk(0)
+        for f in futures:
+            f.result()
+    finally:
+        if native is not None:
+            native.set_sparse_threads(previous)
+        blas.set(full)

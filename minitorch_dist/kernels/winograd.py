@@ -86,23 +86,46 @@ def _image_blocks(n, tiles_per_image):
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 
-def _scratch(pool, shape, dtype):
-    return pool.empty(shape, dtype) if pool is not None else np.empty(shape, dtype)
+class _Sequential:
+    """The default ``run``: every block on the calling thread."""
+
+    @staticmethod
+    def workers(count):
+        return 1
+
+    @staticmethod
+    def items(count, fn):
+        for i in range(count):
+            fn(i, 0)
 
 
-def _release(pool, *arrays):
+_sequential = _Sequential()
+
+
+def _buffers(pool, count, *shapes_dtype):
+    """``count`` sets of scratch arrays, taken on the calling thread (the pool is not
+    thread-safe)."""
+    take = (lambda s, d: pool.empty(s, d)) if pool is not None else np.empty
+    return [[take(s, d) for s, d in shapes_dtype] for _ in range(count)]
+
+
+def _release(pool, sets):
     if pool is not None:
-        for a in arrays:
-            pool.release(a)
+        for arrays in sets:
+            for a in arrays:
+                pool.release(a)
 
 
-def forward(x_nhwc, weight, pad, out_hw, pool=None):
+def forward(x_nhwc, weight, pad, out_hw, pool=None, run=_sequential):
     """The convolution of channels-last ``x_nhwc`` (N, H, W, C) with ``weight`` (OC, C, 3, 3),
     zero-padded by ``pad``: returns the channels-last output (N, OH, OW, OC).
 
     The images go through in blocks of about :data:`TILES_PER_BLOCK` tiles: transform,
     16 products, inverse transform, so that the transformed tiles (16 values per tile and
     channel, 4x the input) stay in cache instead of making a round trip through memory.
+    ``run`` has ``items(count, fn)``, which calls ``fn(block, worker)`` for every block, and
+    ``workers(count)`` (``backend.threads`` spreads the blocks over threads; the default runs
+    them here); blocks are independent, so the result is the same.
     """
     n, c = x_nhwc.shape[0], x_nhwc.shape[3]
     oh, ow = out_hw
@@ -111,51 +134,63 @@ def forward(x_nhwc, weight, pad, out_hw, pool=None):
     u = weight_tiles(weight)
     out = np.empty((n, oh, ow, oc), x_nhwc.dtype)
     blocks = _image_blocks(n, th * tw)
+    dtype = x_nhwc.dtype
     rows = (blocks[0].stop - blocks[0].start) * th * tw
-    v_buf = _scratch(pool, (16, rows, c), x_nhwc.dtype)
-    m_buf = _scratch(pool, (16, rows, oc), x_nhwc.dtype)
-    for images in blocks:
+    scratch = _buffers(pool, run.workers(len(blocks)), ((16, rows, c), dtype),
+                       ((16, rows, oc), dtype))
+
+    def block(i, worker):
+        images = blocks[i]
         t = (images.stop - images.start) * th * tw
-        v, m = v_buf[:, :t], m_buf[:, :t]
-        if t != rows:    # the last, smaller block: contiguous buffers of its own size
-            v, m = np.empty((16, t, c), x_nhwc.dtype), np.empty((16, t, oc), x_nhwc.dtype)
+        v, m = scratch[worker]
+        if v.shape[1] != t:    # the last, smaller block
+            v, m = np.empty((16, t, c), dtype), np.empty((16, t, oc), dtype)
         winograd_input(x_nhwc[images], th, tw, pad, out=v)
         np.matmul(v, u, out=m)
         winograd_output(m, (t // (th * tw), oh, ow, oc), th, tw, out=out[images])
-    _release(pool, v_buf, m_buf)
+
+    run.items(len(blocks), block)
+    _release(pool, scratch)
     return out
 
 
-def weight_grad(gy_nhwc, x_nhwc, pad, weight_shape, pool=None):
+def weight_grad(gy_nhwc, x_nhwc, pad, weight_shape, pool=None, run=_sequential):
     """dW (OC, C, 3, 3) from the channels-last output gradient and input.
 
     The input tiles are transformed again, block by block, rather than kept from the
-    forward (4x the input's memory); the 16 per-block products are summed over blocks in a
-    fixed order.
+    forward (4x the input's memory). Each block's 16 products are kept and the blocks are
+    summed in block order afterwards: the same bits however ``run`` spreads the blocks.
     """
     n, oh, ow, oc = gy_nhwc.shape
     c = x_nhwc.shape[3]
     th, tw = tile_counts(oh, ow)
     blocks = _image_blocks(n, th * tw)
+    dtype = x_nhwc.dtype
     rows = (blocks[0].stop - blocks[0].start) * th * tw
-    v_buf = _scratch(pool, (16, rows, c), x_nhwc.dtype)
-    s_buf = _scratch(pool, (16, rows, oc), x_nhwc.dtype)
-    z = np.zeros((16, oc, c), x_nhwc.dtype)
-    part = np.empty_like(z)
-    for images in blocks:
+    scratch = _buffers(pool, run.workers(len(blocks)), ((16, rows, c), dtype),
+                       ((16, rows, oc), dtype))
+    parts = _buffers(pool, len(blocks), ((16, oc, c), dtype))
+
+    def block(i, worker):
+        images = blocks[i]
         t = (images.stop - images.start) * th * tw
-        v, s = v_buf[:, :t], s_buf[:, :t]
+        v, s = scratch[worker]
         if t != rows:
-            v, s = np.empty((16, t, c), x_nhwc.dtype), np.empty((16, t, oc), x_nhwc.dtype)
+            v, s = np.empty((16, t, c), dtype), np.empty((16, t, oc), dtype)
         winograd_input(x_nhwc[images], th, tw, pad, out=v)
         winograd_grad(gy_nhwc[images], th, tw, out=s)
-        np.matmul(s.transpose(0, 2, 1), v, out=part)
+        np.matmul(s.transpose(0, 2, 1), v, out=parts[i][0])
+
+    run.items(len(blocks), block)
+    z = parts[0][0].copy()
+    for (part,) in parts[1:]:
         z += part
-    _release(pool, v_buf, s_buf)
+    _release(pool, scratch)
+    _release(pool, parts)
     return _weight_from_tiles(z.reshape(4, 4, oc, c), oc, c).reshape(weight_shape)
 
 
-def input_grad(gy_nhwc, weight, pad, x_hw, pool=None):
+def input_grad(gy_nhwc, weight, pad, x_hw, pool=None, run=_sequential):
     """dX (N, H, W, C), channels-last: the output gradient convolved with the flipped kernel."""
     flipped = weight[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)   # (C, OC, 3, 3)
-    return forward(gy_nhwc, flipped, 2 - pad, x_hw, pool)
+    return forward(gy_nhwc, flipped, 2 - pad, x_hw, pool, run)

@@ -199,6 +199,12 @@ def _winograd_applies(xp, x, weight, geo, prim):
             and _host_kernels() is not None)
 
 
+class _THREADED:
+    """Winograd's ``run``: its blocks spread over the threads in force (backend/threads.py)."""
+    workers = staticmethod(threads.parallel_workers)
+    items = staticmethod(threads.parallel_items)
+
+
 def _col2im(xp, cols, x_shape, geo):
     """Adjoint of im2col for "cij" columns: patch gradients summed into an (N, C, H, W) array."""
     n, c, h, w = x_shape
@@ -341,8 +347,10 @@ class Conv2D(Primitive):
         out_ch = weight.shape[0]
         th, tw = winograd.tile_counts(geo.oh, geo.ow)
         ctx.flops = 16 * n * th * tw * c * out_ch
-        with threads.product_threads(ctx.flops):
-            out = winograd.forward(x_nhwc, weight, geo.top, (geo.oh, geo.ow), pool)
+        # blocks of tiles spread over the threads, each block on one BLAS thread: one fork
+        # and join per call (see threads.parallel_items), and the same bits at any count
+        out = winograd.forward(x_nhwc, weight, geo.top, (geo.oh, geo.ow), pool,
+                               _THREADED)
         if bias is not None:
             out += bias.astype(out.dtype, copy=False)
         if ctx.half:
@@ -362,12 +370,14 @@ class Conv2D(Primitive):
             g_nhwc = g_nhwc.copy()
         gx = gw = gb = None
         if ctx.needs_input_grad[1]:
-            gw = winograd.weight_grad(g_nhwc, x_nhwc, ctx.geo.top, weight.shape, pool)
+            gw = winograd.weight_grad(g_nhwc, x_nhwc, ctx.geo.top, weight.shape, pool,
+                                      _THREADED)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             gb = g_nhwc.reshape(-1, weight.shape[0]).sum(axis=0)
         if ctx.needs_input_grad[0]:
             n, c, h, w = ctx.x_shape
-            gx = winograd.input_grad(g_nhwc, weight, ctx.geo.top, (h, w), pool).transpose(0, 3, 1, 2)
+            gx = winograd.input_grad(g_nhwc, weight, ctx.geo.top, (h, w), pool,
+                                     _THREADED).transpose(0, 3, 1, 2)
         return gx, gw, gb
 
     def _forward_products(self, xp, ctx, cols, order, w2d, bias, n, out_ch, plane, geo):
@@ -405,6 +415,8 @@ class Conv2D(Primitive):
                    slice(g * out_per_group, (g + 1) * out_per_group))
 
     def backward(self, ctx, grad):
+        if ctx.algorithm == "winograd":     # threads are spread over blocks inside
+            return self._backward(ctx, grad)
         with threads.product_threads(ctx.flops):
             return self._backward(ctx, grad)
 
