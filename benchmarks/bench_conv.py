@@ -1,6 +1,6 @@
 """Convolutional training steps against PyTorch (CPU), same threads, side by side in one run.
 
-Models (``--models``, default all but the slow ``resnet18``):
+Models (``--models``, default all):
 
 * ``stack``: a ResNet-style CIFAR stack: six 3x3 convolutions (3->64, then 64->64), each
   followed by BatchNorm and ReLU, at 32x32, batch 32; global average pooling, Dense(64, 10),
@@ -9,6 +9,9 @@ Models (``--models``, default all but the slow ``resnet18``):
   Target <= 1.2.
 * ``resnet18``: ResNet-18 at CIFAR size (3x3 stem, no max pool, 4 stages of 2 basic blocks,
   1x1 projection shortcuts), batch 16, momentum SGD. Target <= 1.1.
+* ``seed004``: seed 004's pipeline ResNet (``examples/pipeline_resnet.py`` at its default
+  size: bottleneck ResNet-50 layout, width 8, one block after each down-sampling block,
+  "same" padding), one process, batch 32, 32x32, momentum SGD. Target <= 1.1.
 
 Both frameworks get the same initial weights and the same batches (a rotating set of 4) and
 run the same number of threads: ``--threads N`` goes to ``ms.set_context(num_threads=N)`` and
@@ -28,7 +31,7 @@ import numpy as np
 import minitorch_dist as ms
 from minitorch_dist import nn, ops
 
-TARGETS = {"stack": 1.0, "alexnet": 1.2, "resnet18": 1.1}
+TARGETS = {"stack": 1.0, "alexnet": 1.2, "resnet18": 1.1, "seed004": 1.1}
 
 
 # ------------------------------------------------------------------------------- our models
@@ -213,10 +216,87 @@ def torch_step(torch, model, momentum):
     return step
 
 
+# ------------------------------------------------------------------------------- seed 004
+def seed004_net():
+    """Seed 004's pipeline ResNet (examples/pipeline_resnet.py, its default size), one stage."""
+    import os
+    import sys
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples")
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import pipeline_resnet
+    return pipeline_resnet.resnet50(32, 10)
+
+
+def seed004_twin(torch, net):
+    """PyTorch twin of seed 004's ResNet: its cells run functionally with copies of our
+    weights; "same" padding (TensorFlow's, odd padding after) is an explicit pad."""
+    import pipeline_resnet as pr
+    F = torch.nn.functional
+    from minitorch_dist.ops.conv import _same_pads
+    params, bns = torch.nn.ParameterDict(), torch.nn.ModuleDict()
+    for name, cell in net.cells_and_names():
+        key = name.replace(".", "_")
+        if isinstance(cell, nn.Conv2d):
+            params[key] = torch.nn.Parameter(torch.from_numpy(cell.weight.asnumpy().copy()))
+        elif isinstance(cell, nn.BatchNorm2d):
+            bn = torch.nn.BatchNorm2d(cell.gamma.shape[0], eps=cell.eps, momentum=1.0 - cell.momentum)
+            with torch.no_grad():
+                bn.weight.copy_(torch.from_numpy(cell.gamma.asnumpy()))
+                bn.bias.copy_(torch.from_numpy(cell.beta.asnumpy()))
+            bns[key] = bn
+        elif isinstance(cell, nn.Dense):
+            params[key + "_w"] = torch.nn.Parameter(torch.from_numpy(cell.weight.asnumpy().copy()))
+            params[key + "_b"] = torch.nn.Parameter(torch.from_numpy(cell.bias.asnumpy().copy()))
+
+    def same(x, k, s, value=0.0):
+        top, bottom = _same_pads(x.shape[2], k, s, 1)
+        left, right = _same_pads(x.shape[3], k, s, 1)
+        return F.pad(x, (left, right, top, bottom), value=value)
+
+    def conv(cell, name, x):
+        k, s = cell.kernel_size[0], cell.stride[0]
+        return F.conv2d(same(x, k, s), params[name.replace(".", "_")], stride=s)
+
+    def cbr(block, name, x, i, relu=True):
+        y = bns[f"{name}_bn{i}"](conv(getattr(block, f"conv{i}"), f"{name}.conv{i}", x))
+        return torch.relu(y) if relu else y
+
+    def block(b, name, x):
+        y = cbr(b, name.replace(".", "_"), x, 1)
+        y = cbr(b, name.replace(".", "_"), y, 2)
+        y = bns[f"{name.replace('.', '_')}_bn3"](conv(b.conv3, f"{name}.conv3", y))
+        if isinstance(b, pr.ResidualBlockWithDown):
+            short = bns[f"{name.replace('.', '_')}_bn_down_sample"](
+                conv(b.conv_down_sample, f"{name}.conv_down_sample", x))
+        else:
+            short = x
+        return torch.relu(y + short)
+
+    class Twin(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.params, self.bns = params, bns
+
+        def forward(self, x):
+            x = torch.relu(bns["head_bn1"](conv(net.head.conv1, "head.conv1", x)))
+            x = F.max_pool2d(same(x, 3, 2, -float("inf")), 3, 2)
+            for i in range(1, 5):
+                layer = getattr(net, f"layer{i}")
+                x = block(layer.a, f"layer{i}.a", x)
+                for j, b in enumerate(layer.blocks):
+                    x = block(b, f"layer{i}.blocks.{j}", x)
+            x = x.mean((2, 3))
+            return F.linear(x, params["fc_w"], params["fc_b"])
+
+    return Twin()
+
+
 MODELS = {  # name: (cell class, input shape without batch, batch, classes, momentum, steps)
     "stack": (Stack, (3, 32, 32), 32, 10, 0.0, 5),
     "alexnet": (AlexNet, (3, 224, 224), 16, 1000, 0.9, 1),
     "resnet18": (ResNet18, (3, 32, 32), 16, 10, 0.9, 1),
+    "seed004": (seed004_net, (3, 32, 32), 32, 10, 0.9, 5),
 }
 
 
@@ -225,7 +305,7 @@ def compare(torch, name, rounds):
     cls, shape, batch, classes, momentum, steps = MODELS[name]
     ms.set_seed(0)
     net = cls()
-    twin = torch_twin(torch, net)
+    twin = seed004_twin(torch, net) if name == "seed004" else torch_twin(torch, net)
     twin.train()
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal((batch,) + shape).astype(np.float32) for _ in range(4)]
@@ -259,7 +339,7 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--models", nargs="+", choices=sorted(MODELS),
-                        default=["stack", "alexnet"])
+                        default=["stack", "alexnet", "resnet18", "seed004"])
     args = parser.parse_args(argv)
     import torch
     torch.set_num_threads(args.threads)
