@@ -208,3 +208,27 @@ def test_loss_scaling_with_float16_matmul(rng):
         (out.sum() * scale).backward()
         grads.append(wt.grad.asnumpy().astype(np.float32) / scale)
     np.testing.assert_array_equal(grads[0], grads[1])
+
+
+def test_run_in_float32_rounds_once_and_writes_back_only_what_it_is_told():
+    p = np.array([1.0, 2.0, -3.0], F16)
+    g = np.array([0.1, 0.2, 0.3], F16)
+    buf = np.array([0.5, 0.5, 0.5], F16)
+    p0, g0 = p.copy(), g.copy()
+
+    def step(p32, g32, b32):
+        assert p32.dtype == np.float32 and g32.dtype == np.float32
+        b32 *= 0.9
+        b32 += g32
+        p32 -= 0.01 * b32
+        g32[...] = 0          # not written back: positions 0 and 2 only
+
+    half.run_in_float32(step, p, g, buf, write_back=(0, 2))
+    np.testing.assert_array_equal(g, g0)
+    b_ref = np.float32(0.5) * np.float32(0.9) + g0.astype(np.float32)
+    np.testing.assert_array_equal(buf, b_ref.astype(F16))
+    np.testing.assert_array_equal(p, (p0.astype(np.float32) - np.float32(0.01) * b_ref).astype(F16))
+    # float32 arrays pass through untouched and are updated in place
+    q = np.ones(3, np.float32)
+    half.run_in_float32(lambda a: a.__imul__(2), q)
+    np.testing.assert_array_equal(q, 2 * np.ones(3, np.float32))

@@ -12,7 +12,9 @@ bit for bit (:func:`reference_matmul`).
 The conversions use the F16C instructions of the C++ kernels (``kernels.fp16_pack`` /
 ``fp16_unpack``, bit-identical to ``astype``) when the array is contiguous, else ``astype``.
 Only the host (NumPy) takes this path: CuPy's float16 products already run on the GPU's
-float16 units with float32 accumulation.
+float16 units with float32 accumulation. One case rounds twice: when a BatchMatMul operand
+was broadcast over batch axes, the autograd engine sums its (already rounded) float16
+gradient over those axes.
 """
 import numpy as np
 
