@@ -87,7 +87,9 @@ class ReLU(Primitive):
             xp.negative(keep, out=keep)
             keep &= g.view(xp.int16)
             return (keep.view(g.dtype),)
-        return (fresh(xp, xp.multiply, g, out > 0),)
+        # in out's memory layout (channels-last after a convolution), whatever g's: the
+        # gradient then reaches BatchNorm and the convolution in the layout they work in
+        return (xp.multiply(g, out > 0, out=xp.empty_like(out, dtype=g.dtype)),)
 
 
 class Sigmoid(Primitive):
