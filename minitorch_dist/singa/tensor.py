@@ -307,7 +307,7 @@ def to_numpy(t):
     if not isinstance(t, CoreTensor):
         raise TypeError(f"tensor.to_numpy(t): expected a Tensor, got {type(t).__name__}")
     array = t.asnumpy()
-    return array.copy() if np.shares_memory(array, t.data) else array
+    return array.copy() if t.device.is_host and np.shares_memory(array, t.data) else array
 
 
 def from_numpy(np_array, dev=None):
