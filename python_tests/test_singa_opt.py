@@ -237,3 +237,28 @@ def test_a_second_set_of_parameters_gets_its_own_state_but_dist_opt_refuses_it()
 def test_bad_optimizer_arguments_name_the_singa_call(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+@pytest.mark.parametrize("method, kwargs", [
+    ("backward_and_update_half", {}), ("backward_and_partial_update", {}),
+    ("backward_and_sparse_update", {"topK": True, "spars": 0.5}),
+    ("backward_and_sparse_update", {"topK": False, "spars": 1e-3})])
+def test_every_dist_opt_variant_runs_without_a_model(method, kwargs):
+    x, y = data(n=8)
+    xs, ys = x.asnumpy(), y.asnumpy()
+
+    def train(comm):
+        params = native_mlp()
+        start = {k: v.asnumpy().copy() for k, v in params.items()}
+        sgd = opt.DistOpt(opt.SGD(lr=0.1, momentum=0.9), communicator=comm)
+        lo = 4 * comm.rank
+        for _ in range(3):
+            loss = mlp_loss(params, tensor.from_numpy(xs[lo:lo + 4]),
+                            tensor.from_numpy(ys[lo:lo + 4]))
+            getattr(sgd, method)(loss, **kwargs)
+        assert len(sgd.parameters) == 4
+        return start, {k: v.asnumpy() for k, v in params.items()}
+
+    for start, end in run_ranks(2, train):
+        assert all(np.isfinite(end[k]).all() for k in end)
+        assert all(not np.array_equal(start[k], end[k]) for k in ("w0", "w1")), method
