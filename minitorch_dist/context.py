@@ -67,9 +67,9 @@ def set_context(**kwargs):
             raise ValueError(f"mode must be ms.GRAPH_MODE or ms.PYNATIVE_MODE, got {value!r}")
         if key == "device_target":
             if isinstance(value, str) and value.strip().upper() == "ASCEND":
-                raise ValueError("device_target='Ascend': there is no Ascend backend here; use "
-                                 "'CPU', or 'GPU' (CuPy on an NVIDIA GPU, or the virtual GPU "
-                                 "with MINITORCH_DIST_VIRTUAL_GPU=1)")
+                raise ValueError("unknown device target 'Ascend': there is no Ascend backend here; "
+                                 "valid targets are ['CPU', 'GPU'] (GPU: CuPy on an NVIDIA GPU, "
+                                 "or the virtual GPU with MINITORCH_DIST_VIRTUAL_GPU=1)")
             from .backend import get_device
             get_device(value)  # validates, and fails now if "GPU" is not available
         if key == "device_id" and (isinstance(value, bool) or not isinstance(value, int)

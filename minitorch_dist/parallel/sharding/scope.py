@@ -4,9 +4,13 @@ thread, and which communicator is the world.
 Ranks may be threads (``communication.run_ranks``): each thread then names its own world
 with ``sharding_world(comm)``; processes use the initialized world communicator.
 
+>>> from minitorch_dist.communication import run_ranks
 >>> from minitorch_dist.parallel.sharding.scope import current_world, sharding_world
->>> current_world() is None          # no communication initialized: one process
-True
+>>> def rank(comm):
+...     with sharding_world(comm):
+...         return current_world() is comm
+>>> run_ranks(2, rank)
+[True, True]
 """
 from ... import communication
 from ...thread_state import ThreadState
