@@ -329,3 +329,20 @@ def test_conv2d_and_batchnorm_2d_with_handles_match_pytorch():
     assert np.allclose(out.asnumpy(), ref.numpy(), atol=1e-4)
     assert np.allclose(mean.asnumpy(), rm.numpy(), atol=1e-5)
     assert np.allclose(var.asnumpy(), rv.numpy(), atol=1e-5)
+
+
+def test_regressions_to_numpy_copies_whole_float_labels_and_empty_target_rows():
+    t = T([1.0, 2.0])
+    snapshot = tensor.to_numpy(t)
+    t += 1
+    assert snapshot.tolist() == [1.0, 2.0]            # SINGA's to_numpy clones
+    labels = tensor.Tensor((2, 3), dtype=tensor.int32)
+    labels.copy_from_numpy(np.eye(3, dtype=np.float32)[[0, 2]])   # float one-hot rows
+    assert tensor.to_numpy(labels).tolist() == [[1, 0, 0], [0, 0, 1]]
+    x = T(np.array([[1.0, 2.0, 3.0], [3.0, 1.0, 0.0]]), True, "x")
+    zero_row = tensor.Tensor((2, 3), dtype=tensor.int32)
+    zero_row.copy_from_numpy(np.array([[0, 0, 1], [0, 0, 0]], np.int32))
+    loss = autograd.softmax_cross_entropy(x, zero_row)
+    ref = torch.nn.functional.cross_entropy(torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([2]))
+    assert np.isclose(float(loss.asnumpy()[0]), float(ref) / 2)    # the empty row adds 0
+    assert np.array_equal(grads_of(loss)["x"][1], np.zeros(3))
