@@ -202,3 +202,29 @@ def test_auto_parallel_context_options_act_or_say_why_not(caplog):
         ms.set_auto_parallel_context(grad_accumulation_step=4)
     with pytest.raises(ValueError, match="strategy_ckpt_save_file must be a file path"):
         ms.set_auto_parallel_context(strategy_ckpt_save_file=3)
+
+
+def test_all_reduce_fusion_config_sets_the_gradient_buckets():
+    """all_reduce_fusion_config=[2] fuses parameters 0-1 and 2-3 into two allreduces (the
+    default plan fuses all four small gradients into one); the averages are the same."""
+    grads = [np.full(3, float(k)) for k in range(4)]
+
+    def rank(comm):
+        params = [ms.Parameter(ms.Tensor(np.zeros(3)), f"p{k}") for k in range(4)]
+        reducer = nn.DistributedGradReducer(params, mean=True, communicator=comm)
+        comm.reset_stats()
+        out = reducer(tuple(ms.Tensor(g * (comm.rank + 1)) for g in grads))
+        return comm.comm_stats()["by_op"]["allreduce"]["calls"], [o.asnumpy() for o in out]
+
+    default = run_ranks(2, rank)
+    ms.set_auto_parallel_context(all_reduce_fusion_config=[2])
+    split = run_ranks(2, rank)
+    assert default[0][0] == 1 and split[0][0] == 2
+    for (_, a), (_, b) in zip(default, split):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+    ms.set_auto_parallel_context(all_reduce_fusion_config=[4])
+    with pytest.raises(ValueError, match=r"splits at parameter 4, but the reducer has only 4"):
+        run_ranks(2, rank)
+    with pytest.raises(ValueError, match="strictly increasing list"):
+        ms.set_auto_parallel_context(all_reduce_fusion_config=[3, 1])

@@ -20,6 +20,8 @@ the faster blocking call instead: see ``launch_allreduce``).
 >>> [b.members for b in plan_buckets([3, 5, 100, 2], itemsize=4, buff_size=32, threshold=50)]
 [(0, 1), (2,), (3,)]
 """
+import bisect
+
 import numpy as np
 
 from .. import kernels
@@ -172,19 +174,25 @@ class BucketedAllreduce:
         self._plans = {}
         self._buffers = {}
 
-    def plan(self, params, threshold, half=False):
-        """``[(bucket, device, wire dtype, result dtype)]`` for these parameters."""
-        key = (threshold, half)
+    def plan(self, params, threshold, half=False, splits=()):
+        """``[(bucket, device, wire dtype, result dtype)]`` for these parameters.
+
+        ``splits`` (MindSpore's ``all_reduce_fusion_config``, parameter positions such as
+        ``[20, 35]``) fixes the groups instead: parameters ``[0, 20)``, ``[20, 35)`` and
+        ``[35, end)`` each travel in one bucket (per device and dtype), whatever their size."""
+        key = (threshold, half, tuple(splits))
         if key not in self._plans:
             groups = {}
             for pos, p in enumerate(params):
-                groups.setdefault((p.device, np.dtype(p.dtype)), []).append(pos)
+                segment = bisect.bisect_right(splits, pos)
+                groups.setdefault((segment, p.device, np.dtype(p.dtype)), []).append(pos)
             plan = []
-            for (device, dtype), members in groups.items():
+            for (_, device, dtype), members in groups.items():
                 wire = np.dtype(np.float16) if half else dtype
                 sizes = [params[pos].size for pos in members]
-                for bucket in plan_buckets(sizes, wire.itemsize, self.buff_size, threshold,
-                                           members):
+                buckets = ([Bucket(members, sizes)] if splits else
+                           plan_buckets(sizes, wire.itemsize, self.buff_size, threshold, members))
+                for bucket in buckets:
                     plan.append((bucket, device, wire, dtype))
             self._plans[key] = plan
         return self._plans[key]

@@ -41,6 +41,7 @@ _DEFAULTS = {
     "grad_accumulation_step": 1,
     "strategy_ckpt_save_file": "",
     "strategy_ckpt_load_file": "",
+    "all_reduce_fusion_config": (),
 }
 _SEARCH_MODES = ("sharding_propagation", "dynamic_programming", "recursive_programming")
 PIPELINE_SCHEDULERS = ("1f1b", "gpipe")
@@ -99,6 +100,12 @@ def _check(key, value):
         raise ValueError(f"{key} must be True or False, got {value!r}")
     if key in ("strategy_ckpt_save_file", "strategy_ckpt_load_file") and not isinstance(value, str):
         raise ValueError(f"{key} must be a file path (str), got {value!r}")
+    if key == "all_reduce_fusion_config" and (
+            not isinstance(value, (list, tuple)) or not all(
+                isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in value)
+            or list(value) != sorted(set(value))):
+        raise ValueError("all_reduce_fusion_config must be a strictly increasing list of positive "
+                         f"parameter positions, such as [20, 35]; got {value!r}")
     if key == "grad_accumulation_step" and value > 1:
         raise NotImplementedError(
             f"grad_accumulation_step={value}: gradient accumulation across steps is not "
@@ -122,6 +129,8 @@ def set_auto_parallel_context(**kwargs):
                        "the memory saving is missing")
     if "pipeline_config" in kwargs:
         kwargs = dict(kwargs, pipeline_config=_check_pipeline_config(kwargs["pipeline_config"]))
+    if "all_reduce_fusion_config" in kwargs:
+        kwargs = dict(kwargs, all_reduce_fusion_config=tuple(kwargs["all_reduce_fusion_config"]))
     _context.update(kwargs)
 
 

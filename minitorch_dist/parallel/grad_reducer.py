@@ -39,6 +39,16 @@ from .grad_arrays import gradient_array
 
 __all__ = ["DistributedGradReducer"]
 
+def fusion_splits(count):
+    """``all_reduce_fusion_config`` from the parallel context, checked against ``count``
+    parameters: the positions where one fused group ends and the next begins."""
+    splits = tuple(get_auto_parallel_context("all_reduce_fusion_config"))
+    if splits and splits[-1] >= count:
+        raise ValueError(f"all_reduce_fusion_config {list(splits)} splits at parameter "
+                         f"{splits[-1]}, but the reducer has only {count} parameters")
+    return splits
+
+
 # Gradients with at least this many elements are sent from their own array, unpacked.
 _ALONE_THRESHOLD = 1 << 20
 
@@ -136,8 +146,9 @@ class DistributedGradReducer(Cell):
     def _reduce_dense(self, params, grads, divisor):
         arrays = [gradient_array(g, p, "DistributedGradReducer") for g, p in zip(grads, params)]
         threshold = 1 if self.fusion_type == 0 else _ALONE_THRESHOLD
+        splits = () if self.fusion_type == 0 else fusion_splits(len(self.parameters_))
         pending = []
-        for bucket, device, _, dtype in self._fused.plan(params, threshold):
+        for bucket, device, _, dtype in self._fused.plan(params, threshold, splits=splits):
             comm = self._communicator_for(device)
             request, _ = launch_bucket(comm, bucket, arrays, device.xp.empty(bucket.size, dtype))
             pending.append((bucket, device, request))
