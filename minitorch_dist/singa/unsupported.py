@@ -1,18 +1,18 @@
 """How the SINGA facade says "not here": one error type and a module ``__getattr__`` factory.
 
-A SINGA name that the facade does not provide (``layer.BatchNorm2d``, ``opt.Adam``, ...)
+A SINGA name that the facade does not provide (``layer.LSTM``, ``layer.RNN``, ...)
 raises :class:`SingaNotSupported`, which names the SINGA call and says what to use instead.
 It is both a ``NotImplementedError`` (what it means) and an ``AttributeError`` (what a missing
-module attribute must raise, so ``hasattr(layer, "BatchNorm2d")`` is simply False).
+module attribute must raise, so ``hasattr(layer, "LSTM")`` is simply False).
 
 >>> from minitorch_dist.singa import layer
->>> hasattr(layer, "BatchNorm2d")
+>>> hasattr(layer, "LSTM")
 False
 >>> try:
-...     layer.BatchNorm2d
+...     layer.LSTM
 ... except NotImplementedError as err:
 ...     print(str(err).split(";")[0])
-singa layer.BatchNorm2d is not supported by minitorch_dist.singa
+singa layer.LSTM is not supported by minitorch_dist.singa
 """
 
 __all__ = ["SingaNotSupported", "not_supported", "module_getattr"]
