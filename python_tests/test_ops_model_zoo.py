@@ -241,3 +241,47 @@ def test_l2_normalize():
     tiny = np.full((1, 2), 1e-3)                     # below epsilon: the norm is clipped
     check_gradients(lambda t: ops.L2Normalize(axis=1)(t), tiny)
     np.testing.assert_allclose(ops.L2Normalize(axis=1)(ms.Tensor(tiny)).asnumpy(), tiny / 1e-2)
+
+
+@pytest.fixture(params=["virtual", pytest.param("cuda", marks=pytest.mark.gpu)])
+def gpu(request):
+    """The emulated GPU everywhere; the real one (the CuPy code path) where there is one."""
+    return request.getfixturevalue("virtual_gpu") if request.param == "virtual" else ms.get_device("GPU")
+
+
+DEVICE_CASES = {
+    "sin": (lambda a: ops.sin(a), [(3, 4)]),
+    "erf": (lambda a: ops.erf(a), [(3, 4)]),
+    "log1p": (lambda a: ops.log1p(a * a), [(3, 4)]),
+    "select": (lambda a, b: ops.Select()(ms.Tensor(np.array([True, False, True, False]), device=a.device), a, b),
+               [(3, 4), (1, 4)]),
+    "topk": (lambda a: ops.TopK()(a, 2)[0], [(3, 4)]),
+    "argmax_with_value": (lambda a: ops.ArgMaxWithValue(axis=1)(a)[1], [(3, 4)]),
+    "tile": (lambda a: ops.Tile()(a, (2, 1)), [(3, 4)]),
+    "cumsum": (lambda a: ops.CumSum(reverse=True)(a, 1), [(3, 4)]),
+    "gather_nd": (lambda a: ops.GatherNd()(a, ms.Tensor(np.array([[1, 2], [1, 2]]), device=a.device)), [(3, 4)]),
+    "scatter_nd": (lambda a: ops.ScatterNd()(ms.Tensor(np.array([[1], [1], [0]]), device=a.device), a, (3, 4)),
+                   [(3, 4)]),
+    "layer_norm": (lambda a, g, b: ops.LayerNorm(epsilon=1e-5)(a, g, b)[0], [(3, 4), (4,), (4,)]),
+    "l2_normalize": (lambda a: ops.L2Normalize(axis=1)(a), [(3, 4)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEVICE_CASES))
+def test_new_primitives_run_on_a_gpu_like_on_the_host(gpu, name):
+    fn, shapes = DEVICE_CASES[name]
+    arrays = [np.random.default_rng(k).uniform(-1, 1, s) for k, s in enumerate(shapes)]
+    results = []
+    for device in (ms.get_device("CPU"), gpu):
+        ts = [ms.Tensor(a, device=device, requires_grad=True) for a in arrays]
+        out = fn(*ts)
+        assert out.device is device
+        (out * out).sum().backward()
+        results.append([out.asnumpy()] + [t.grad.asnumpy() for t in ts])
+    for ours, host in zip(*results):
+        np.testing.assert_allclose(ours, host, rtol=1e-10, atol=1e-12)
+
+
+def test_unique_runs_on_a_gpu(gpu):
+    values, idx = ops.Unique()(ms.Tensor(np.array([4, 2, 4, 7], np.int32), device=gpu))
+    assert values.asnumpy().tolist() == [4, 2, 7] and idx.asnumpy().tolist() == [0, 1, 0, 2]

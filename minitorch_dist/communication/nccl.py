@@ -48,6 +48,20 @@ def _nccl_op(nccl, op):
             "min": nccl.NCCL_MIN, "prod": nccl.NCCL_PROD}[op]
 
 
+def _id_array(nccl_id):
+    """An NCCL unique id (a tuple of ints, or bytes) as 128 int8 values."""
+    if isinstance(nccl_id, (bytes, bytearray)):
+        return np.frombuffer(bytes(nccl_id), np.int8)
+    return np.asarray(tuple(nccl_id), np.int64).astype(np.int8)
+
+
+def _id_like(values, example):
+    """128 int8 ``values`` in the form of ``example`` (what this CuPy's get_unique_id gives)."""
+    if isinstance(example, (bytes, bytearray)):
+        return np.asarray(values, np.int8).tobytes()
+    return tuple(int(v) for v in values)
+
+
 class NCCLCommunicator(Communicator):
     """One rank of an NCCL group; arrays must be C-contiguous CuPy arrays on this rank's GPU.
 
@@ -76,16 +90,18 @@ class NCCLCommunicator(Communicator):
                 nccl_id = nccl.get_unique_id()
         self.device = cupy.cuda.Device(self.local_rank % cupy.cuda.runtime.getDeviceCount())
         self.device.use()
-        self._comm = nccl.NcclCommunicator(self.size, tuple(nccl_id), self.rank)
+        self._comm = nccl.NcclCommunicator(self.size, _id_like(_id_array(nccl_id),
+                                                               nccl.get_unique_id()), self.rank)
         self.stream = cupy.cuda.Stream(non_blocking=True)
 
     def _share_id(self, nccl_id):
-        """Rank 0's id (given or new) broadcast over the host communicator."""
+        """Rank 0's id (given or new) broadcast over the host communicator, in the form this
+        CuPy's ``NcclCommunicator`` takes (a tuple of 128 ints, or 128 bytes from CuPy 14)."""
         buffer = np.zeros(128, np.int8)
         if self.rank == 0:
-            buffer[:] = nccl_id if nccl_id is not None else self._nccl.get_unique_id()
+            buffer[:] = _id_array(nccl_id if nccl_id is not None else self._nccl.get_unique_id())
         self.bootstrap.broadcast(buffer, root=0)
-        return tuple(int(v) for v in buffer)
+        return _id_like(buffer, self._nccl.get_unique_id())
 
     # ---- stream ordering ------------------------------------------------------------
     def _check(self, what, *arrays):
