@@ -111,3 +111,22 @@ def test_one_thread_may_differ_but_small_products_do_not(restore_threads):
     np.testing.assert_array_equal(out[1][1], out[2][1])
     # the large product is allowed to differ, but only in rounding
     np.testing.assert_allclose(out[1][0], out[2][0], rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("kernel,stride,channels", [(5, 1, 20), (3, 2, 32), (3, 1, 32)])
+def test_convolutions_bit_identical_at_any_thread_count(restore_threads, kernel, stride, channels):
+    """Conv2D cuts its products into one-thread pieces (im2col) or blocks (Winograd, the
+    3x3 stride-1 case): the same bits at 1, 2 and 3 threads, one thread included."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((16, channels, 16, 16)).astype(np.float32)
+    w = rng.standard_normal((48, channels, kernel, kernel)).astype(np.float32)
+    runs = []
+    for count in (1, 2, 3):
+        ms.set_context(num_threads=count)
+        xt, wt = ms.Tensor(x, requires_grad=True), ms.Tensor(w, requires_grad=True)
+        out = ops.conv2d(xt, wt, stride=stride, padding=kernel // 2)
+        out.backward(ms.Tensor(np.ones(out.shape, np.float32)))
+        runs.append([out.asnumpy(), xt.grad.asnumpy(), wt.grad.asnumpy()])
+    for other in runs[1:]:
+        for mine, theirs in zip(runs[0], other):
+            np.testing.assert_array_equal(mine, theirs)

@@ -309,8 +309,9 @@ def parallel_items(count, fn):
     """
     workers = parallel_workers(count)
     if workers <= 1:
-        for i in range(count):
-            fn(i, 0)
+        with product_threads(0):      # one BLAS thread, as each piece gets below
+            for i in range(count):
+                fn(i, 0)
         return
 
     def chunk(w):

@@ -80,9 +80,14 @@ def _weight_from_tiles(z, oc, c):
 TILES_PER_BLOCK = 512    # tiles transformed and multiplied at a time (a few MB: stays in cache)
 
 
+MIN_BLOCKS = 4    # blocks to share between threads; fixed, so the sums do not depend on them
+
+
 def _image_blocks(n, tiles_per_image):
-    """Slices of whole images of about TILES_PER_BLOCK tiles each."""
-    step = max(1, TILES_PER_BLOCK // max(tiles_per_image, 1))
+    """Slices of whole images of at most about TILES_PER_BLOCK tiles each, and at least
+    MIN_BLOCKS of them when there are that many images. The cut depends on the sizes alone,
+    never on the thread count: the weight gradient sums the blocks' products in block order."""
+    step = max(1, min(TILES_PER_BLOCK // max(tiles_per_image, 1), -(-n // MIN_BLOCKS)))
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 
