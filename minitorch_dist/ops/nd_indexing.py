@@ -23,8 +23,9 @@ __all__ = ["GatherNd", "ScatterNd", "gather_nd", "scatter_nd"]
 
 def _add_at(xp, out, where, values):
     """``out[where] += values`` with repeated indices adding up."""
-    if xp is np:
-        np.add.at(out, where, values)
+    at = getattr(xp.add, "at", None)       # NumPy, and CuPy from 13 on
+    if at is not None:
+        at(out, where, values)
     else:
         import cupyx
         cupyx.scatter_add(out, where, values)
