@@ -25,32 +25,21 @@ from .primitive import Primitive
 __all__ = ["Select", "Where", "TopK", "ArgMaxWithValue", "Unique", "select", "where"]
 
 
-def _unbroadcast(xp, g, shape):
-    while g.ndim > len(shape):
-        g = g.sum(axis=0)
-    for axis, n in enumerate(shape):
-        if n == 1 and g.shape[axis] != 1:
-            g = g.sum(axis=axis, keepdims=True)
-    return g
-
-
 class Select(Primitive):
     """``x`` where ``cond`` else ``y`` (see the module docstring)."""
 
     def forward(self, ctx, cond, x, y):
         if cond.dtype != np.bool_:
             raise TypeError(f"{self.name}: cond must be a bool tensor, got {cond.dtype}")
-        xp = ctx.xp
-        ctx.cond, ctx.shapes = cond, (x.shape, y.shape)
-        return xp.where(cond, x, y)
+        ctx.cond = cond
+        return ctx.xp.where(cond, x, y)
 
     def backward(self, ctx, g):
+        # full-shaped gradients: the engine sums them back to broadcast inputs' shapes
         xp = ctx.xp
         zero = xp.zeros((), g.dtype)
-        gx = _unbroadcast(xp, xp.where(ctx.cond, g, zero), ctx.shapes[0]) \
-            if ctx.needs_input_grad[1] else None
-        gy = _unbroadcast(xp, xp.where(ctx.cond, zero, g), ctx.shapes[1]) \
-            if ctx.needs_input_grad[2] else None
+        gx = xp.where(ctx.cond, g, zero) if ctx.needs_input_grad[1] else None
+        gy = xp.where(ctx.cond, zero, g) if ctx.needs_input_grad[2] else None
         return None, gx, gy
 
 
