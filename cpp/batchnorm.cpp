@@ -24,12 +24,19 @@ namespace {
 
 constexpr std::int64_t kBlockRows = 512;
 
+// Workers for a pass over R x C values: at least 8x the shared minimum per thread, since each
+// pass is a light, memory-bound loop and starting a thread costs tens of microseconds (more
+// on a busy machine, where the thread may wait for a core).
+inline int pass_workers(std::int64_t R, std::int64_t C) {
+    return worker_count(R, std::max<std::int64_t>(1, C / 8));
+}
+
 // Sums per column of f(row, column) over the rows, in double, block by block.
 template <typename F>
 void column_sums(std::int64_t rows, std::int64_t cols, double* total, F&& f, int outputs) {
     const std::int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
     std::vector<double> partial(static_cast<std::size_t>(blocks * cols * outputs), 0.0);
-    const int workers = worker_count(rows, cols * 2);
+    const int workers = pass_workers(rows, cols * 2);
     run_blocks(workers, [&](int w) {
         for (std::int64_t b = blocks * w / workers; b < blocks * (w + 1) / workers; ++b) {
             double* acc = partial.data() + b * cols * outputs;
@@ -68,7 +75,7 @@ void forward_loop(const T* x, const T* gamma, const T* beta, double eps, T* out,
         scale[c] = gamma[c];
         shift[c] = beta[c];
     }
-    const int workers = worker_count(R, C);
+    const int workers = pass_workers(R, C);
     run_blocks(workers, [&](int w) {
         for (std::int64_t r = R * w / workers; r < R * (w + 1) / workers; ++r) {
             const T* row = x + r * C;
@@ -104,7 +111,7 @@ void backward_loop(const T* g, const T* xhat, const T* gamma, const T* inv_std, 
         b[c] = static_cast<T>(sums[C + c] / static_cast<double>(R));    // mean(g * xhat)
     }
     if (dx == nullptr) return;
-    const int workers = worker_count(R, C);
+    const int workers = pass_workers(R, C);
     run_blocks(workers, [&](int w) {
         for (std::int64_t r = R * w / workers; r < R * (w + 1) / workers; ++r) {
             const T* gr = g + r * C;
