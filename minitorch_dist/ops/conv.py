@@ -199,21 +199,28 @@ def _winograd_applies(xp, x, weight, geo, prim):
             and _host_kernels() is not None)
 
 
+_SPLIT_PRODUCT_FLOPS = 1 << 28    # ~7 ms of one core: the fork and join is noise next to it
+
+
 def _matmul(xp, a, b, out, split=0):
-    """``out[...] = a @ b``; on the host, large products are cut into one piece per thread
-    (rows of ``a`` for ``split=0``, columns of ``b`` for ``split=1``; the batch axis of 3-D
-    operands for ``split=-1``), each piece a one-thread BLAS call (threads.parallel_items).
+    """``out[...] = a @ b``; on the host, products of at least 2^28 multiply-adds are cut
+    into one piece per thread (rows of ``a`` for ``split=0``, columns of ``b`` for
+    ``split=1``; the batch axis of 3-D operands for ``split=-1``), each piece a one-thread
+    BLAS call (threads.parallel_items). Smaller ones go to ``threads.product_threads``.
 
     One fork and join per product instead of OpenBLAS's threading inside it: with two
     threads on a busy machine, OpenBLAS's threaded GEMMs took 3-6x the one-thread time
     here, while the pieces stay as fast as the cores allow. Each output element is summed
-    by the same one-thread kernel in the same order whatever the cut, so the bits do not
-    depend on the thread count.
+    by the same one-thread kernel in the same order whatever the cut. Below 2^28, OpenBLAS's
+    own threads were faster on a quiet machine (the MNIST CNN's step took 1.4x as long at 2
+    threads when its 100M-multiply-add products were cut).
     """
     m = a.shape[-2] if split != 1 else b.shape[-1]
-    flops = a.size * b.shape[-1] if a.ndim == 2 else a.size * b.shape[-1]
-    if xp.__name__ != "numpy" or flops < threads.SMALL_PRODUCT_FLOPS:
-        with threads.product_threads(flops):
+    flops = a.size * b.shape[-1]
+    if xp.__name__ != "numpy" or flops < _SPLIT_PRODUCT_FLOPS:
+        # small: one thread; mid-sized: the BLAS's threads. A batch of products is a loop of
+        # BLAS calls, so it is the size of one of them that counts
+        with threads.product_threads(flops // a.shape[0] if a.ndim == 3 else flops):
             xp.matmul(a, b, out=out)
         return out
     count = a.shape[0] if split == -1 else m
@@ -527,7 +534,7 @@ class Conv2D(Primitive):
                 _matmul(xp, cols[k_rows], g2d[:, o_rows], gw_t[:, o_rows])
             gw = xp.ascontiguousarray(gw_t.T).reshape(weight.shape)
         if want_b:
-            gb = g2d.sum(axis=0)
+            gb = xp.ones(g2d.shape[0], g2d.dtype) @ g2d   # BLAS, as in the batched layout
         return gw, gb
 
 

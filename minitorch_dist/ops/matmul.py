@@ -15,36 +15,11 @@ def _t(xp, a, flag):
 
 
 def _mm(xp, a, b):
-    """``xp.matmul(a, b)`` on the threads that pay for its size (``backend/threads.py``).
-
-    A 2-D host product of at least ``threads.SMALL_PRODUCT_FLOPS`` multiply-adds is cut along
-    its larger output side into one piece per thread, each a one-thread BLAS call
-    (``threads.parallel_items``: one fork and join, where OpenBLAS's own threading stalls on a
-    busy machine). Every output element is summed by the same one-thread kernel in the same
-    order, so the bits do not depend on the thread count. Smaller products run on one thread;
-    batched ones are left to the BLAS.
-    """
+    """``xp.matmul(a, b)`` on the threads that pay for its size (``backend/threads.py``)."""
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     batch = max(a.size // max(m * k, 1), b.size // max(k * n, 1), 1)
-    flops = batch * m * k * n
-    if xp.__name__ != "numpy" or a.ndim != 2 or b.ndim != 2 or \
-            flops < threads.SMALL_PRODUCT_FLOPS or threads.parallel_workers(max(m, n)) <= 1:
-        with threads.product_threads(flops):
-            return xp.matmul(a, b)
-    out = xp.empty((m, n), xp.result_type(a, b))
-    rows = m >= n
-    count = m if rows else n
-    pieces = threads.parallel_workers(count)
-
-    def piece(i, worker):
-        part = slice(count * i // pieces, count * (i + 1) // pieces)
-        if rows:
-            xp.matmul(a[part], b, out=out[part])
-        else:
-            xp.matmul(a, b[:, part], out=out[:, part])
-
-    threads.parallel_items(pieces, piece)
-    return out
+    with threads.product_threads(batch * m * k * n):
+        return xp.matmul(a, b)
 
 
 class BatchMatMul(Primitive):
