@@ -285,3 +285,47 @@ def test_new_primitives_run_on_a_gpu_like_on_the_host(gpu, name):
 def test_unique_runs_on_a_gpu(gpu):
     values, idx = ops.Unique()(ms.Tensor(np.array([4, 2, 4, 7], np.int32), device=gpu))
     assert values.asnumpy().tolist() == [4, 2, 7] and idx.asnumpy().tolist() == [0, 1, 0, 2]
+
+
+def test_select_cumsum_topk_l2normalize_run_sharded_like_one_process():
+    x = rng.standard_normal((8, 6)).astype(np.float32)
+    y = rng.standard_normal((8, 6)).astype(np.float32)
+
+    class Net(nn.Cell):
+        def __init__(self, sharded):
+            super().__init__()
+            self.greater = ops.Greater()
+            self.select = ops.Select()
+            self.cumsum = ops.CumSum()
+            self.norm = ops.L2Normalize(axis=1)
+            self.topk = ops.TopK()
+            if sharded:
+                self.select.shard(((2, 2), (2, 2), (2, 2)))
+                self.cumsum.shard(((4, 1),))
+                self.norm.shard(((2, 1),))
+                self.topk.shard(((4, 1),))
+
+        def construct(self, a, b):
+            picked = self.select(self.greater(a, b), a, b)
+            return self.topk(self.norm(self.cumsum(picked, 1)), 2)[0]
+
+    want = Net(False)(ms.Tensor(x), ms.Tensor(y)).asnumpy()
+    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel")
+    try:
+        def rank(comm):
+            rows = slice(2 * comm.rank, 2 * comm.rank + 2)
+            with sharding_world(comm):
+                return Net(True)(ms.Tensor(x[rows]), ms.Tensor(y[rows])).asnumpy()
+        got = np.concatenate(run_ranks(4, rank))
+        bad = Net(True)
+        bad.cumsum.shard(((1, 2),))
+
+        def bad_rank(comm):
+            with sharding_world(comm):
+                bad(ms.Tensor(x[:2]), ms.Tensor(y[:2]))
+
+        with pytest.raises(Exception, match=r"splits axis 1 2 ways; that axis must be whole"):
+            run_ranks(4, bad_rank)
+    finally:
+        ms.reset_auto_parallel_context()
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -12,13 +12,14 @@ the plan's ``forward_comm``. ``base`` explains the vocabulary; each family has a
 * ``reduction``: ReduceSum/Mean/Max/Min (AllReduce over split reduced axes), Argmax/Argmin;
 * ``softmax``: Softmax, LogSoftmax (axis whole); ``loss``: the loss primitives;
 * ``shape``: Reshape, Flatten, Transpose, ExpandDims, Squeeze, BroadcastTo, Concat, Stack, Split;
-* ``gather``: Gather and EmbeddingLookup (ids split, or table rows split with masking).
+* ``gather``: Gather and EmbeddingLookup (ids split, or table rows split with masking);
+* ``axis_ops``: CumSum, L2Normalize, TopK (their axis whole) and Select.
 """
 from .errors import ShardingError
 from .base import (CommStep, ShardPlan, Rule, coordinates, dim_split, keep_inputs, register,
                    rule_for, supported_primitives)
 from .planning import candidates, check_strategy, default_strategy, local_call, plan, run_local
-from . import matmul, elementwise, reduction, softmax, loss, shape, gather   # noqa: F401  (register)
+from . import matmul, elementwise, reduction, softmax, loss, shape, gather, axis_ops  # noqa: F401,E501  (register)
 
 __all__ = ["ShardingError", "CommStep", "ShardPlan", "Rule", "plan", "candidates",
            "default_strategy", "rule_for", "register", "supported_primitives", "local_call",
