@@ -37,7 +37,7 @@ if not os.getenv("DATA_PATH"):   # every rank writes the same files into its own
     os.environ["DATA_PATH"] = ds.write_digits_as_mnist(tempfile.mkdtemp(prefix="digits_"), mnist_size=True)
 
 # ---- from here on, the seed's code ----
-ms.set_context(mode=ms.GRAPH_MODE, device_target="GPU")   # the seed's device comes from its package
+ms.set_context(mode=ms.GRAPH_MODE)    # the device is the one that is there: the (virtual) GPU
 ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
 init()
 ms.set_seed(1)

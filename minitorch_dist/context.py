@@ -7,7 +7,7 @@ PYNATIVE_MODE = 1
 
 _context = {
     "mode": PYNATIVE_MODE,
-    "device_target": "CPU",
+    "device_target": None,          # None: the device that is there (see default_device_target)
     "save_graphs": False,
     "save_graphs_path": ".",
     "log_level": None,
@@ -40,7 +40,9 @@ def set_context(**kwargs):
     """Set context options, MindSpore style.
 
     ``mode`` is ``GRAPH_MODE`` or ``PYNATIVE_MODE`` (execution stays eager either way);
-    ``device_target`` is "CPU" or "GPU" and is where new tensors and parameters are created.
+    ``device_target`` is "CPU" or "GPU" and is where new tensors and parameters are created
+    and where primitives without ``set_device`` run; unset, it is the device that is there
+    (``default_device_target``: "GPU" with CuPy and a GPU, or the virtual GPU, else "CPU").
     ``log_level`` ("DEBUG", "INFO", "WARNING", "ERROR", or None to leave logging alone) sets
     the level of the ``"minitorch_dist"`` logger and prints its records on stderr; at "INFO"
     a primitive placed off ``device_target`` says so on its first call, as MindSpore does with
@@ -132,9 +134,20 @@ def _apply_log_level(name):
         _handler.append(handler)
 
 
+def default_device_target():
+    """MindSpore picks ``device_target`` from the package installed; here, from the device
+    that is there: "GPU" when CuPy sees a GPU or the virtual GPU is on
+    (``MINITORCH_DIST_VIRTUAL_GPU=1``), else "CPU". ``set_context(device_target="CPU")``
+    keeps a job on the host."""
+    from .backend.device import cupy_or_none, virtual_gpu_enabled
+    return "GPU" if virtual_gpu_enabled() or cupy_or_none() is not None else "CPU"
+
+
 def get_context(key):
     if key not in _context:
         raise ValueError(f"unknown context option {key!r}; expected one of {sorted(_context)}")
+    if key == "device_target" and _context[key] is None:
+        return default_device_target()
     return _context[key]
 
 
