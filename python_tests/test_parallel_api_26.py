@@ -228,3 +228,17 @@ def test_all_reduce_fusion_config_sets_the_gradient_buckets():
         run_ranks(2, rank)
     with pytest.raises(ValueError, match="strictly increasing list"):
         ms.set_auto_parallel_context(all_reduce_fusion_config=[3, 1])
+
+
+def test_the_default_device_is_the_one_that_is_there(monkeypatch):
+    from minitorch_dist import context
+    monkeypatch.setitem(context._context, "device_target", None)        # as a fresh process
+    monkeypatch.setenv("MINITORCH_DIST_VIRTUAL_GPU", "1")
+    assert ms.get_context("device_target") == "GPU"
+    assert not ms.Tensor([1.0]).device.is_host
+    monkeypatch.setenv("MINITORCH_DIST_VIRTUAL_GPU", "0")
+    from minitorch_dist.backend import cupy_or_none
+    assert ms.get_context("device_target") == ("GPU" if cupy_or_none() else "CPU")
+    ms.set_context(device_target="CPU")                                   # the way to say host
+    monkeypatch.setenv("MINITORCH_DIST_VIRTUAL_GPU", "1")
+    assert ms.get_context("device_target") == "CPU"
