@@ -199,44 +199,54 @@ def _winograd_applies(xp, x, weight, geo, prim):
             and _host_kernels() is not None)
 
 
-_SPLIT_PRODUCT_FLOPS = 1 << 28    # ~7 ms of one core: the fork and join is noise next to it
+_SPLIT_PRODUCT_FLOPS = 1 << 24    # ~0.5 ms of one core
+_MIN_SPLIT_SIDE = 512             # the side that is cut: at least 256 rows or columns a piece
+_SMALL_OUTPUT = 1 << 16           # outputs below this many values: one thread
 
 
 def _matmul(xp, a, b, out, split=0):
-    """``out[...] = a @ b``; on the host, products of at least 2^28 multiply-adds are cut
-    into one piece per thread (rows of ``a`` for ``split=0``, columns of ``b`` for
-    ``split=1``; the batch axis of 3-D operands for ``split=-1``), each piece a one-thread
-    BLAS call (threads.parallel_items). Smaller ones go to ``threads.product_threads``.
+    """``out[...] = a @ b`` on the threads that pay, chosen by the shapes alone.
 
-    One fork and join per product instead of OpenBLAS's threading inside it: with two
-    threads on a busy machine, OpenBLAS's threaded GEMMs took 3-6x the one-thread time
-    here, while the pieces stay as fast as the cores allow. Each output element is summed
-    by the same one-thread kernel in the same order whatever the cut. Below 2^28, OpenBLAS's
-    own threads were faster on a quiet machine (the MNIST CNN's step took 1.4x as long at 2
-    threads when its 100M-multiply-add products were cut).
+    On the host:
+
+    * an output of under 2^16 values (a first layer's weight gradient: e.g. 25x20 summed
+      over 36,864 pixels) runs on one thread: OpenBLAS's threads, and thin pieces, both ran
+      slower than one thread;
+    * a 2-D product of at least 2^24 multiply-adds whose cut side (rows of ``a`` for
+      ``split=0``, columns of ``b`` for ``split=1``) has at least 512 and whose output is at
+      least 64 on both sides is cut into one piece per thread, each a one-thread BLAS call
+      (``threads.parallel_items``): one fork and join per product. With two threads on a
+      busy machine, OpenBLAS's own threaded GEMMs took 1-3x the one-thread time here (a
+      ResNet-18 step at 2 threads took 1.2 s against 0.39 s with the pieces). Each output
+      element is summed by the same one-thread kernel in the same order whatever the cut;
+    * the rest (and a batch of per-image products, sized per product) goes to
+      ``threads.product_threads``: one thread when small, else the BLAS's threads. Thin
+      outputs stay there: cutting the MNIST CNN's (4096 x 500) @ (500 x 50) in two made its
+      step at 2 threads 1.3x slower than with OpenBLAS's threads on a quiet machine.
     """
-    m = a.shape[-2] if split != 1 else b.shape[-1]
     flops = a.size * b.shape[-1]
-    if xp.__name__ != "numpy" or flops < _SPLIT_PRODUCT_FLOPS:
-        # small: one thread; mid-sized: the BLAS's threads. A batch of products is a loop of
-        # BLAS calls, so it is the size of one of them that counts
+    if xp.__name__ == "numpy" and a.ndim == 2 and out.size < _SMALL_OUTPUT:
+        with threads.product_threads(0):
+            xp.matmul(a, b, out=out)
+        return out
+    side = a.shape[0] if split == 0 else b.shape[-1]
+    if xp.__name__ != "numpy" or a.ndim != 2 or flops < _SPLIT_PRODUCT_FLOPS or \
+            side < _MIN_SPLIT_SIDE or min(out.shape) < 64:
         with threads.product_threads(flops // a.shape[0] if a.ndim == 3 else flops):
             xp.matmul(a, b, out=out)
         return out
-    count = a.shape[0] if split == -1 else m
-    pieces = threads.parallel_workers(count)
+    pieces = threads.parallel_workers(side)
     if pieces <= 1:
         with threads.product_threads(0):    # one thread: the same kernel as the pieces
             xp.matmul(a, b, out=out)
         return out
 
     def piece(i, worker):
-        part = slice(count * i // pieces, count * (i + 1) // pieces)
+        part = slice(side * i // pieces, side * (i + 1) // pieces)
         if split == 1:
             xp.matmul(a, b[:, part], out=out[:, part])
         else:
-            xp.matmul(a[part], b if split == 0 else b[part] if b.ndim == 3 else b,
-                      out=out[part])
+            xp.matmul(a[part], b, out=out[part])
 
     threads.parallel_items(pieces, piece)
     return out
@@ -432,7 +442,7 @@ class Conv2D(Primitive):
             patches = cols.reshape(-1, n, plane).transpose(1, 2, 0)      # (N, OH*OW, K)
             out = xp.empty((n, plane, out_ch), dtype)
             for k_rows, o_rows in self._blocks(w2d):
-                _matmul(xp, patches[:, :, k_rows], w2d[o_rows].T, out[:, :, o_rows], split=-1)
+                _matmul(xp, patches[:, :, k_rows], w2d[o_rows].T, out[:, :, o_rows])
             if bias is not None:
                 out += bias.astype(dtype, copy=False)
             if ctx.half:
