@@ -200,8 +200,8 @@ def _winograd_applies(xp, x, weight, geo, prim):
 
 
 _SPLIT_PRODUCT_FLOPS = 1 << 24    # ~0.5 ms of one core
-_MIN_SPLIT_SIDE = 512             # the side that is cut: at least 256 rows or columns a piece
-_SMALL_OUTPUT = 1 << 16           # outputs below this many values: one thread
+_MIN_SPLIT_SIDE = 128             # the side that is cut: at least 64 rows or columns a piece
+_SMALL_OUTPUT = 1 << 16           # outputs below this many values, summed over 8x as many: one thread
 
 
 def _matmul(xp, a, b, out, split=0):
@@ -209,12 +209,13 @@ def _matmul(xp, a, b, out, split=0):
 
     On the host:
 
-    * an output of under 2^16 values (a first layer's weight gradient: e.g. 25x20 summed
-      over 36,864 pixels) runs on one thread: OpenBLAS's threads, and thin pieces, both ran
-      slower than one thread;
+    * a small output summed over a much longer side (under 2^16 values, at most 1/8 of the
+      summed length: a first layer's weight gradient, e.g. 25x20 summed over 36,864 pixels)
+      runs on one thread: OpenBLAS's threads, and thin pieces, both ran slower than one;
     * a 2-D product of at least 2^24 multiply-adds whose cut side (rows of ``a`` for
-      ``split=0``, columns of ``b`` for ``split=1``) has at least 512 and whose output is at
-      least 64 on both sides is cut into one piece per thread, each a one-thread BLAS call
+      ``split=0``, columns of ``b`` for ``split=1``) has at least 128, whose output is at
+      least 64 on both sides and whose summed side is at least 64 is cut into one piece per
+      thread, each a one-thread BLAS call
       (``threads.parallel_items``): one fork and join per product. With two threads on a
       busy machine, OpenBLAS's own threaded GEMMs took 1-3x the one-thread time here (a
       ResNet-18 step at 2 threads took 1.2 s against 0.39 s with the pieces). Each output
@@ -225,13 +226,14 @@ def _matmul(xp, a, b, out, split=0):
       step at 2 threads 1.3x slower than with OpenBLAS's threads on a quiet machine.
     """
     flops = a.size * b.shape[-1]
-    if xp.__name__ == "numpy" and a.ndim == 2 and out.size < _SMALL_OUTPUT:
+    if xp.__name__ == "numpy" and a.ndim == 2 and out.size < _SMALL_OUTPUT and \
+            8 * out.size <= a.shape[1]:
         with threads.product_threads(0):
             xp.matmul(a, b, out=out)
         return out
     side = a.shape[0] if split == 0 else b.shape[-1]
     if xp.__name__ != "numpy" or a.ndim != 2 or flops < _SPLIT_PRODUCT_FLOPS or \
-            side < _MIN_SPLIT_SIDE or min(out.shape) < 64:
+            side < _MIN_SPLIT_SIDE or min(out.shape) < 64 or a.shape[1] < 64:
         with threads.product_threads(flops // a.shape[0] if a.ndim == 3 else flops):
             xp.matmul(a, b, out=out)
         return out
