@@ -32,13 +32,14 @@ every count from 2 up gives the same bits: the threaded driver splits the output
 columns between threads, never the inner (k) dimension, so each output element is summed in
 the same order. One thread is different: OpenBLAS's single-threaded driver blocks k in
 other places, and for some shapes (here k = 600 or 700, not 512, 640, 768 or 1024) float32
-and float64 products differ from the threaded ones in the last bits. So results are
+and float64 products differ from the threaded ones in the last bits. So MatMul's results are
 bit-identical across 2..N threads, and also between 1 and N for products under the
-small-product cut-off (they run on one thread whatever the count), but not in general
-between ``num_threads=1`` and more. The C++ kernels compute each row on one thread and give
-the same bits at any count. Another OpenBLAS build, another CPU (kernel choice follows the
-core type) or MKL may differ. ``python_tests/test_threads.py`` checks these statements
-against the installed library.
+small-product cut-off, but not in general between ``num_threads=1`` and more. Work spread by
+:func:`parallel_items` (Winograd's blocks, Conv2D's large products cut into one-thread
+pieces) and the C++ kernels (each row, image or block on one thread, sums in a fixed order)
+give the same bits at any count, one included. Another OpenBLAS build, another CPU (kernel
+choice follows the core type) or MKL may differ. ``python_tests/test_threads.py`` checks
+these statements against the installed library.
 """
 import contextlib
 import ctypes
