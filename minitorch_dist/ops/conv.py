@@ -383,7 +383,6 @@ class Conv2D(Primitive):
         ctx.scratch = _PooledBuffer(pool, buf)
         w2d = _weight_matrix(weight, order)
         n, out_ch, plane = x.shape[0], weight.shape[0], geo.oh * geo.ow
-        ctx.flops = n * plane * w2d.shape[0] * w2d.shape[1]    # multiply-adds of each product
         out = self._forward_products(xp, ctx, cols, order, w2d, bias, n, out_ch, plane, geo)
         ctx.save_for_backward(cols, weight)
         ctx.order, ctx.geo, ctx.x_shape = order, geo, x.shape
@@ -397,10 +396,6 @@ class Conv2D(Primitive):
         x_nhwc = x.transpose(0, 2, 3, 1)
         if not x_nhwc.flags.c_contiguous:
             x_nhwc = x_nhwc.copy()
-        n, c = x.shape[:2]
-        out_ch = weight.shape[0]
-        th, tw = winograd.tile_counts(geo.oh, geo.ow)
-        ctx.flops = 16 * n * th * tw * c * out_ch
         # blocks of tiles spread over the threads, each block on one BLAS thread: one fork
         # and join per call (see threads.parallel_items), and the same bits at any count
         out = winograd.forward(x_nhwc, weight, geo.top, (geo.oh, geo.ow), pool,
