@@ -232,3 +232,28 @@ def test_run_in_float32_rounds_once_and_writes_back_only_what_it_is_told():
     q = np.ones(3, np.float32)
     half.run_in_float32(lambda a: a.__imul__(2), q)
     np.testing.assert_array_equal(q, 2 * np.ones(3, np.float32))
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_sgd_on_float16_parameters_updates_in_float32_and_rounds_once(momentum):
+    """The update of a float16 parameter (and its momentum) is computed in float32 and
+    rounded once: equal to a float32 twin of the step rounded to float16."""
+    import minitorch_dist as ms
+    from minitorch_dist import nn
+    rng = np.random.default_rng(0)
+    p16 = rng.standard_normal(64).astype(np.float16)
+    grads = [rng.standard_normal(64).astype(np.float16) for _ in range(3)]
+    param = ms.Parameter(ms.Tensor(p16.copy()), "w")
+    opt = nn.SGD([param], 0.1, momentum=momentum)
+    want, buf = p16.astype(np.float32), np.zeros(64, np.float32)
+    for step, g in enumerate(grads):
+        opt((ms.Tensor(g),))
+        g32 = g.astype(np.float32)
+        if momentum:
+            buf = g32 if step == 0 else (buf * np.float32(momentum) + g32)
+            want = (want - np.float32(0.1) * buf).astype(np.float16).astype(np.float32)
+            buf = buf.astype(np.float16).astype(np.float32)
+        else:
+            want = (want - np.float32(0.1) * g32).astype(np.float16).astype(np.float32)
+    assert param.dtype == np.float16
+    np.testing.assert_array_equal(param.asnumpy(), want.astype(np.float16))
