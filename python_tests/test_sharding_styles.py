@@ -401,25 +401,3 @@ def test_jit_keeps_results_and_checks_options():
         ms.jit(lambda a: a, capture_mode="graph")
     with pytest.raises(ValueError, match="jit_level"):
         ms.JitConfig(jit_level="O9")
-
-
-def test_sparse_gradients_of_a_sharded_table_are_refused():
-    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel")
-
-    class Lookup(nn.Cell):
-        def __init__(self):
-            super().__init__()
-            self.emb = nn.EmbeddingLookup(10, 4, sparse=True)
-            self.mean = ops.ReduceMean()
-
-        def construct(self, ids):
-            return self.mean(self.emb(ids))
-
-    def rank(comm):
-        with sharding_world(comm):
-            net = Lookup()
-            ms.value_and_grad(net, None, net.trainable_params())(
-                ms.Tensor(np.array([[1, 2], [3, 4]], np.int32)))
-
-    with pytest.raises(NotImplementedError, match=r"sparse \(RowTensor\) gradients.*sparse=False"):
-        run_ranks(2, rank, timeout=60)

@@ -52,6 +52,7 @@ buffer for the communicator (which moves axis 0, contiguous only) and moved back
 from ..communication import Communicator, get_communicator
 from ..ops.primitive import Primitive
 from ..row_tensor import RowTensor
+from ..tensor import Tensor
 
 __all__ = ["AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Broadcast", "Mirror",
            "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "mirror",
@@ -360,7 +361,8 @@ class Broadcast(_Collective):
 
 
 class Mirror(_Collective):
-    """Identity forward; backward sums the gradient over the ranks of ``group``.
+    """Identity forward; backward sums the gradient over the ranks of ``group`` (a sparse
+    ``RowTensor`` gradient: every rank's rows, gathered).
 
     MindSpore's mirror operator: a parameter copied on several ranks (each seeing other data
     or another part of the computation) enters the forward through it, so that every copy
@@ -385,12 +387,22 @@ class Mirror(_Collective):
         return x
 
     def backward(self, ctx, g):
-        if isinstance(g, RowTensor):
-            raise NotImplementedError(
-                "sparse (RowTensor) gradients of a sharded parameter are not supported: its "
-                "copies' gradients cannot be summed; use a dense lookup "
-                "(EmbeddingLookup(sparse=False)), which can also split the table by rows")
+        if isinstance(g, RowTensor):     # a sparse table's copies: every rank's rows, gathered
+            return (_gathered_rows(ctx.comm, ctx.xp, g),)
         return (ctx.comm.allreduce(_contiguous(ctx.xp, g), "sum"),)
+
+
+def _gathered_rows(comm, xp, grad):
+    """The ``RowTensor`` of every rank's rows of ``grad`` (a sum, once an optimizer merges
+    the repeated ids)."""
+    device = grad.device
+    indices = xp.ascontiguousarray(grad.indices.data.astype("int64", copy=False))
+    values = xp.ascontiguousarray(grad.values.data)
+    all_indices, _ = comm.allgatherv(indices)
+    all_values, _ = comm.allgatherv(values.reshape(-1))
+    rows = all_values.reshape((-1,) + tuple(grad.dense_shape[1:]))
+    return RowTensor(Tensor._make(all_indices, device), Tensor._make(rows, device),
+                     grad.dense_shape)
 
 
 # ---- functional forms -------------------------------------------------------------------------

@@ -101,6 +101,9 @@ def sliced_embedding(slice_mode, shape, dtype, param_init, home, group, sparse):
     """An ``EmbeddingLookup``'s table and lookup under ``slice_mode`` when it is split across
     ranks: ``(row-block Parameter, RowSliceLookup)``; None when the table stays whole
     ("batch_slice", or one rank)."""
+    from .context import shards_operators
+    if shards_operators():
+        return sharded_lookup(slice_mode, shape, dtype, param_init, home, group, sparse)
     if slice_mode == "batch_slice":
         return None
     comm = slicing_communicator(group)
@@ -118,6 +121,32 @@ def sliced_embedding(slice_mode, shape, dtype, param_init, home, group, sparse):
     table = Parameter(slice_table(full, part, home), device=home)
     table.row_slice = part
     return table, RowSliceLookup(part, comm, sparse=sparse)
+
+
+def sharded_lookup(slice_mode, shape, dtype, param_init, home, group, sparse):
+    """Under semi/auto parallel a slice mode is an operator strategy, as MindSpore's layer
+    sets it: the table whole (its slices are cut when the network is first run sharded)
+    and the lookup sharded over the ``n`` ranks: "batch_slice" splits the ids
+    ``((1, 1), (n, 1))``, "table_row_slice" the table's rows ``((n, 1), (1, 1))``,
+    "table_column_slice" its columns ``((1, n), (1, 1))`` (each rank then looks up every
+    id in its columns). Ids must be 2-D (batch, fields), as in MindSpore."""
+    from .sharding.scope import current_world
+    comm = slicing_communicator(group) if group is not None else current_world()
+    if comm is None or comm.size == 1:
+        return None
+    n = comm.size
+    strategies = {"batch_slice": ((1, 1), (n, 1)), "table_row_slice": ((n, 1), (1, 1)),
+                  "table_column_slice": ((1, n), (1, 1))}
+    if slice_mode not in strategies:
+        raise NotImplementedError(f"EmbeddingLookup: slice_mode={slice_mode!r} is not "
+                                  "implemented under semi/auto parallel; use 'batch_slice', "
+                                  "'table_row_slice' or 'table_column_slice'")
+    from ..common.initializer import initializer
+    from ..nn.parameter import Parameter
+    from ..ops.embedding import EmbeddingLookup
+    table = Parameter(initializer(param_init, shape, dtype, device=home), device=home)
+    lookup = EmbeddingLookup(sparse=sparse).shard(strategies[slice_mode])
+    return table, lookup
 
 
 def slice_table(full, part, device=None):
