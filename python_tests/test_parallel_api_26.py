@@ -242,3 +242,39 @@ def test_the_default_device_is_the_one_that_is_there(monkeypatch):
     ms.set_context(device_target="CPU")                                   # the way to say host
     monkeypatch.setenv("MINITORCH_DIST_VIRTUAL_GPU", "1")
     assert ms.get_context("device_target") == "CPU"
+
+
+@pytest.mark.parametrize("alltoall", [True, False])
+def test_enable_alltoall_chooses_the_redistribution(alltoall):
+    """A row split turned into a column split moves by AllToAll, or, with
+    enable_alltoall=False (MindSpore's default), by AllGather and a slice; same results."""
+    x = np.random.default_rng(0).random((8, 4), np.float32)
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.relu = ops.ReLU().shard(((2, 1),))
+            self.neg = ops.Neg().shard(((1, 2),))
+
+        def construct(self, a):
+            return self.neg(self.relu(a))
+
+    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel", enable_alltoall=alltoall,
+                                 dataset_strategy="full_batch")
+
+    def rank(comm):
+        with sharding_world(comm):
+            net = Net()
+            out = net(ms.Tensor(x)).asnumpy()
+            comm.reset_stats()
+            net(ms.Tensor(x))
+            call = net.__dict__["_sharded_call"]
+            groups = call.program.groups.communicators() + [comm]
+            ops_used = {op for c in groups for op in c.comm_stats()["by_op"]}
+            return out, ops_used
+
+    for out, ops_used in run_ranks(2, rank):
+        np.testing.assert_allclose(out, -np.maximum(x, 0))
+        assert ("alltoall" in ops_used) is alltoall
+    with pytest.raises(ValueError, match="enable_alltoall must be True or False"):
+        ms.set_auto_parallel_context(enable_alltoall="no")

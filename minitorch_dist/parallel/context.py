@@ -42,6 +42,9 @@ _DEFAULTS = {
     "strategy_ckpt_save_file": "",
     "strategy_ckpt_load_file": "",
     "all_reduce_fusion_config": (),
+    # MindSpore's default is False (AllGather + Split + Concat); AllToAll sends less, so it is
+    # on here unless a script turns it off
+    "enable_alltoall": True,
 }
 _SEARCH_MODES = ("sharding_propagation", "dynamic_programming", "recursive_programming")
 PIPELINE_SCHEDULERS = ("1f1b", "gpipe")
@@ -95,7 +98,8 @@ def _check(key, value):
     if key == "dataset_strategy" and not _is_dataset_strategy(value):
         raise ValueError("dataset_strategy must be 'data_parallel', 'full_batch' or a tuple of "
                          "per-input split tuples such as ((8, 1), (8, 1)); got " + repr(value))
-    if key in ("gradients_mean", "parameter_broadcast", "full_batch", "enable_parallel_optimizer") \
+    if key in ("gradients_mean", "parameter_broadcast", "full_batch", "enable_parallel_optimizer",
+               "enable_alltoall") \
             and not isinstance(value, bool):
         raise ValueError(f"{key} must be True or False, got {value!r}")
     if key in ("strategy_ckpt_save_file", "strategy_ckpt_load_file") and not isinstance(value, str):

@@ -184,8 +184,9 @@ def _ascending(seq):
     return all(a < b for a, b in zip(seq, seq[1:]))
 
 
-def _moves(state, goal, sizes, shape):
-    """Every sensible move from ``state``: (kind, dim, to_dim, axes, elements sent, next state)."""
+def _moves(state, goal, sizes, shape, alltoall=True):
+    """Every sensible move from ``state``: (kind, dim, to_dim, axes, elements sent, next state);
+    without ``alltoall`` no AllToAll (``enable_alltoall=False``: AllGather then slice)."""
     dims, partial = state
     goal_dims, goal_partial = goal
     local = [n // math.prod(sizes[a] for a in ax) for n, ax in zip(shape, dims)]
@@ -236,13 +237,13 @@ def _moves(state, goal, sizes, shape):
                 break
             n = math.prod(sizes[a] for a in moved)
             yield "all_gather", d, None, moved, numel, with_dims({d: dims[d][:-k]})
-            for to in range(len(shape)):
+            for to in range(len(shape)) if alltoall else ():
                 if to != d and room(to, k) == moved and local[to] % n == 0:
                     yield ("all_to_all", d, to, moved, numel // n * (n - 1),
                            with_dims({d: dims[d][:-k], to: dims[to] + moved}))
 
 
-def _search(start, goal, sizes, shape):
+def _search(start, goal, sizes, shape, alltoall=True):
     """Cheapest move sequence from ``start`` to ``goal`` (Dijkstra), or None past the limit."""
     best = {start: (0, 0, 0)}
     came = {start: None}
@@ -262,7 +263,7 @@ def _search(start, goal, sizes, shape):
         expanded += 1
         if expanded > _SEARCH_LIMIT:
             return None
-        for kind, dim, to_dim, axes, cost, nxt in _moves(state, goal, sizes, shape):
+        for kind, dim, to_dim, axes, cost, nxt in _moves(state, goal, sizes, shape, alltoall):
             nkey = (key[0] + cost, key[1] + (kind in _COMMUNICATING), key[2] + 1)
             if nxt not in best or nkey < best[nxt]:
                 best[nxt] = nkey
@@ -329,7 +330,7 @@ def _presented(refined, layout, mapping):
 
 
 @lru_cache(maxsize=4096)
-def _plan(src, dst):
+def _plan(src, dst, alltoall=True):
     if src.shape != dst.shape:
         raise LayoutError(f"redistribution needs the same full shape: {src} vs {dst}")
     if src.num_devices != dst.num_devices:
@@ -339,7 +340,7 @@ def _plan(src, dst):
     if common is not None:
         refined, (smap, dmap) = common
         start, goal = _state(src, smap), _state(dst, dmap)
-        moves = _search(start, goal, refined, src.shape)
+        moves = _search(start, goal, refined, src.shape, alltoall)
         if moves is None:
             moves = _direct_moves(start, goal, refined)
         present = (_presented(refined, src, smap) if src.device_matrix == dst.device_matrix
@@ -360,7 +361,8 @@ def _plan(src, dst):
 def plan_redistribution(src: TensorLayout, dst: TensorLayout):
     """The cheapest list of ``Step`` s that turns ``src``-distributed blocks into
     ``dst``-distributed ones (module docstring). Same full shape, same number of devices;
-    the device matrices may differ. Results are cached per (src, dst).
+    the device matrices may differ. Results are cached per (src, dst). With
+    ``set_auto_parallel_context(enable_alltoall=False)`` no AllToAll is used.
 
     >>> src = TensorLayout((2, 4), (1, -1), (8, 8))               # rows over the "2"
     >>> dst = TensorLayout((2, 4), (-1, 1), (8, 8))               # columns over the "2"
@@ -370,7 +372,8 @@ def plan_redistribution(src: TensorLayout, dst: TensorLayout):
     if not isinstance(src, TensorLayout) or not isinstance(dst, TensorLayout):
         raise TypeError(f"plan_redistribution takes two TensorLayouts, got "
                         f"{type(src).__name__} and {type(dst).__name__}")
-    return list(_plan(src, dst))
+    from ..context import get_auto_parallel_context
+    return list(_plan(src, dst, get_auto_parallel_context("enable_alltoall")))
 
 
 # ---- running a plan -------------------------------------------------------------------------
