@@ -15,7 +15,22 @@ from ....ops import layer_norm, repetition, selection
 from .base import ShardPlan, register
 from .elementwise import BinaryRule, UnaryRule, broadcast_shape, check_constants
 
-__all__ = ["WholeAxisRule", "SelectRule"]
+__all__ = ["WholeAxisRule", "SelectRule", "check_axis_whole"]
+
+
+def check_axis_whole(call, strategy, axis, what, why):
+    """Raise (naming ``what``, e.g. "the softmax axis", and ``why``) unless the first input's
+    ``axis`` is in range and split 1 way; a strategy that would work is suggested."""
+    shape = call.shapes[0]
+    if not shape:
+        return
+    if not isinstance(axis, int) or not -len(shape) <= axis < len(shape):
+        raise call.error(f"axis {axis!r} is out of range for a tensor of shape {shape}")
+    axis %= len(shape)
+    if strategy[0][axis] > 1:
+        fixed = tuple(1 if d == axis else s for d, s in enumerate(strategy[0]))
+        raise call.error(f"in_strategy {strategy} splits {what} {axis} {strategy[0][axis]} ways; "
+                         f"{why} (e.g. ({fixed},))")
 
 
 class WholeAxisRule(UnaryRule):
@@ -32,16 +47,8 @@ class WholeAxisRule(UnaryRule):
         return prim.axis if isinstance(prim.axis, (tuple, list)) else (prim.axis,)
 
     def build(self, call, strategy, world, out_strategy):
-        shape = call.shapes[0]
         for axis in self.axes(call):
-            if not isinstance(axis, int) or not -len(shape) <= axis < len(shape):
-                raise call.error(f"axis {axis!r} is out of range for a tensor of shape {shape}")
-            axis %= len(shape)
-            if strategy[0][axis] > 1:
-                fixed = tuple(1 if d == axis else s for d, s in enumerate(strategy[0]))
-                raise call.error(f"in_strategy {strategy} splits axis {axis} "
-                                 f"{strategy[0][axis]} ways; that axis must be whole on every "
-                                 f"rank (e.g. ({fixed},))")
+            check_axis_whole(call, strategy, axis, "axis", "that axis must be whole on every rank")
         single = UnaryRule.build(self, call, strategy, world, out_strategy)
         outputs = 2 if isinstance(call.prim, selection.TopK) else 1
         return ShardPlan(single.device_matrix, single.input_maps, single.output_maps * outputs)

@@ -11,6 +11,7 @@ another dimension here and let a redistribution gather the axis first.
 ((1, 0),)
 """
 from ....ops import activation
+from .axis_ops import check_axis_whole
 from .base import register
 from .elementwise import UnaryRule
 
@@ -21,17 +22,9 @@ class SoftmaxRule(UnaryRule):
     types = (activation.Softmax, activation.LogSoftmax)
 
     def build(self, call, strategy, world, out_strategy):
-        shape = call.shapes[0]
         axis = call.value("axis", 1, getattr(call.prim, "axis", -1))
-        if shape:
-            if not isinstance(axis, int) or not -len(shape) <= axis < len(shape):
-                raise call.error(f"axis {axis!r} is out of range for a tensor of shape {shape}")
-            axis %= len(shape)
-            if strategy[0][axis] > 1:
-                fixed = tuple(1 if d == axis else s for d, s in enumerate(strategy[0]))
-                raise call.error(f"in_strategy {strategy} splits the softmax axis {axis} "
-                                 f"{strategy[0][axis]} ways; the softmax axis must not be split "
-                                 f"(e.g. ({fixed},)): each row must be whole on one rank")
+        check_axis_whole(call, strategy, axis, "the softmax axis",
+                         "the softmax axis must not be split: each row must be whole on one rank")
         return UnaryRule.build(self, call, strategy, world, out_strategy)
 
 
