@@ -278,3 +278,22 @@ def test_enable_alltoall_chooses_the_redistribution(alltoall):
         assert ("alltoall" in ops_used) is alltoall
     with pytest.raises(ValueError, match="enable_alltoall must be True or False"):
         ms.set_auto_parallel_context(enable_alltoall="no")
+
+
+def test_set_algo_parameters_checks_and_says_what_applies(caplog):
+    from minitorch_dist.parallel import (get_algo_parameters, reset_algo_parameters,
+                                         set_algo_parameters)
+    try:
+        with caplog.at_level(logging.WARNING, logger="minitorch_dist"):
+            set_algo_parameters(elementwise_op_strategy_follow=True, fully_use_devices=True,
+                                tensor_slice_align_size=32)
+        assert get_algo_parameters("tensor_slice_align_size") == 32
+        assert any("elementwise_op_strategy_follow=...) is recorded and has no effect"
+                   in r.message for r in caplog.records)
+        assert not any("fully_use_devices" in r.message for r in caplog.records)
+        with pytest.raises(ValueError, match="power of two"):
+            set_algo_parameters(tensor_slice_align_size=24)
+        with pytest.raises(ValueError, match="unknown option 'search_depth'"):
+            set_algo_parameters(search_depth=3)
+    finally:
+        reset_algo_parameters()

@@ -16,6 +16,7 @@ from .embedding_checkpoint import merge_row_sliced_checkpoints
 from . import extension as _extension   # noqa: F401  (plugs the parallel layer into nn and train)
 from . import auto_parallel, nn
 from .auto_parallel import AutoParallel
+from .algo_parameters import get_algo_parameters, reset_algo_parameters, set_algo_parameters
 from .nn import Pipeline
 
 __all__ = ["ParallelMode", "set_auto_parallel_context", "get_auto_parallel_context",
@@ -23,4 +24,5 @@ __all__ = ["ParallelMode", "set_auto_parallel_context", "get_auto_parallel_conte
            "DynamicLossScale", "pipeline", "PipelineCell", "PipelineGradReducer",
            "pipeline_data_shard", "merge_pipeline_checkpoints", "sharding", "ShardedCell",
            "merge_sharded_checkpoints", "merge_row_sliced_checkpoints", "AutoParallel",
-           "Pipeline", "auto_parallel", "nn"]
+           "Pipeline", "auto_parallel", "nn", "set_algo_parameters", "get_algo_parameters",
+           "reset_algo_parameters"]
