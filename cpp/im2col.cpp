@@ -24,19 +24,34 @@ Geometry make_geometry(std::int64_t N, std::int64_t C, std::int64_t H, std::int6
     return Geometry{N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, span_h / sh + 1, span_w / sw + 1};
 }
 
+// The checks every entry point makes: ``in`` and ``out`` (one an image, the other the columns)
+// laid out and typed alike, the image's geometry ((N, C, H, W), or (N, H, W, C) channels-last)
+// and the columns' (rows, row_len) shape.
+Geometry checked_geometry(const py::array& in, const char* in_name, const py::array& out,
+                          bool image_in, bool channels_last, std::int64_t kh, std::int64_t kw,
+                          std::int64_t sh, std::int64_t sw, std::int64_t ph, std::int64_t pw,
+                          std::int64_t dh, std::int64_t dw) {
+    require_layout(in, in_name, image_in ? 4 : 2);
+    require_layout(out, "out", image_in ? 2 : 4);
+    require_writeable(out, "out");
+    require_same_dtype(in, out, in_name, "out");
+    const py::array& image = image_in ? in : out;
+    const py::array& cols = image_in ? out : in;
+    const char* cols_name = image_in ? "out" : in_name;
+    const int c = channels_last ? 3 : 1, h = channels_last ? 1 : 2, w = channels_last ? 2 : 3;
+    const Geometry g = make_geometry(image.shape(0), image.shape(c), image.shape(h),
+                                     image.shape(w), kh, kw, sh, sw, ph, pw, dh, dw);
+    if (cols.shape(0) != g.rows() || cols.shape(1) != g.row_len())
+        throw py::value_error(std::string(cols_name) + " has shape " + shape_str(cols) +
+                              ", expected (" + std::to_string(g.rows()) + ", " +
+                              std::to_string(g.row_len()) + ")");
+    return g;
+}
+
 void im2col(const py::array& x, py::array& out, std::int64_t kh, std::int64_t kw,
             std::int64_t sh, std::int64_t sw, std::int64_t ph, std::int64_t pw,
             std::int64_t dh, std::int64_t dw) {
-    require_layout(x, "x", 4);
-    require_layout(out, "out", 2);
-    require_writeable(out, "out");
-    require_same_dtype(x, out, "x", "out");
-    const Geometry g = make_geometry(x.shape(0), x.shape(1), x.shape(2), x.shape(3), kh, kw,
-                                     sh, sw, ph, pw, dh, dw);
-    if (out.shape(0) != g.rows() || out.shape(1) != g.row_len())
-        throw py::value_error("out has shape " + shape_str(out) + ", expected (" +
-                              std::to_string(g.rows()) + ", " + std::to_string(g.row_len()) +
-                              ")");
+    const Geometry g = checked_geometry(x, "x", out, true, false, kh, kw, sh, sw, ph, pw, dh, dw);
     dispatch_float(x, "x", [&](auto tag) {
         using T = decltype(tag);
         const T* src = cdata_of<T>(x);
@@ -49,16 +64,8 @@ void im2col(const py::array& x, py::array& out, std::int64_t kh, std::int64_t kw
 void col2im(const py::array& cols, py::array& out, std::int64_t kh, std::int64_t kw,
             std::int64_t sh, std::int64_t sw, std::int64_t ph, std::int64_t pw,
             std::int64_t dh, std::int64_t dw) {
-    require_layout(cols, "cols", 2);
-    require_layout(out, "out", 4);
-    require_writeable(out, "out");
-    require_same_dtype(cols, out, "cols", "out");
-    const Geometry g = make_geometry(out.shape(0), out.shape(1), out.shape(2), out.shape(3), kh,
-                                     kw, sh, sw, ph, pw, dh, dw);
-    if (cols.shape(0) != g.rows() || cols.shape(1) != g.row_len())
-        throw py::value_error("cols has shape " + shape_str(cols) + ", expected (" +
-                              std::to_string(g.rows()) + ", " + std::to_string(g.row_len()) +
-                              ")");
+    const Geometry g = checked_geometry(cols, "cols", out, false, false, kh, kw, sh, sw, ph, pw,
+                                        dh, dw);
     dispatch_float(cols, "cols", [&](auto tag) {
         using T = decltype(tag);
         const T* src = cdata_of<T>(cols);
@@ -79,16 +86,7 @@ int copy_workers(const Geometry& g) {
 void im2col_nhwc(const py::array& x, py::array& out, std::int64_t kh, std::int64_t kw,
                  std::int64_t sh, std::int64_t sw, std::int64_t ph, std::int64_t pw,
                  std::int64_t dh, std::int64_t dw) {
-    require_layout(x, "x", 4);
-    require_layout(out, "out", 2);
-    require_writeable(out, "out");
-    require_same_dtype(x, out, "x", "out");
-    const Geometry g = make_geometry(x.shape(0), x.shape(3), x.shape(1), x.shape(2), kh, kw,
-                                     sh, sw, ph, pw, dh, dw);
-    if (out.shape(0) != g.rows() || out.shape(1) != g.row_len())
-        throw py::value_error("out has shape " + shape_str(out) + ", expected (" +
-                              std::to_string(g.rows()) + ", " + std::to_string(g.row_len()) +
-                              ")");
+    const Geometry g = checked_geometry(x, "x", out, true, true, kh, kw, sh, sw, ph, pw, dh, dw);
     dispatch_float(x, "x", [&](auto tag) {
         using T = decltype(tag);
         const T* src = cdata_of<T>(x);
@@ -104,16 +102,8 @@ void im2col_nhwc(const py::array& x, py::array& out, std::int64_t kh, std::int64
 void col2im_nhwc(const py::array& cols, py::array& out, std::int64_t kh, std::int64_t kw,
                  std::int64_t sh, std::int64_t sw, std::int64_t ph, std::int64_t pw,
                  std::int64_t dh, std::int64_t dw) {
-    require_layout(cols, "cols", 2);
-    require_layout(out, "out", 4);
-    require_writeable(out, "out");
-    require_same_dtype(cols, out, "cols", "out");
-    const Geometry g = make_geometry(out.shape(0), out.shape(3), out.shape(1), out.shape(2), kh,
-                                     kw, sh, sw, ph, pw, dh, dw);
-    if (cols.shape(0) != g.rows() || cols.shape(1) != g.row_len())
-        throw py::value_error("cols has shape " + shape_str(cols) + ", expected (" +
-                              std::to_string(g.rows()) + ", " + std::to_string(g.row_len()) +
-                              ")");
+    const Geometry g = checked_geometry(cols, "cols", out, false, true, kh, kw, sh, sw, ph, pw,
+                                        dh, dw);
     dispatch_float(cols, "cols", [&](auto tag) {
         using T = decltype(tag);
         const T* src = cdata_of<T>(cols);
