@@ -29,6 +29,15 @@ def _decayed(xp, param, grad, weight_decay, inv_scale, out):
     return out
 
 
+def _root_scaled_step(xp, param, g, accumulated, epsilon, lr, tmp):
+    """``param -= lr * g / sqrt(accumulated + epsilon)``, through ``tmp`` (RMSProp, AdaGrad)."""
+    xp.add(accumulated, epsilon, out=tmp)
+    xp.sqrt(tmp, out=tmp)
+    xp.divide(g, tmp, out=tmp)
+    tmp *= lr
+    param -= tmp
+
+
 class RMSPropRule(CoreOptimizer):
     """SINGA's RMSProp update as a core optimizer."""
 
@@ -46,11 +55,7 @@ class RMSPropRule(CoreOptimizer):
         xp.multiply(g, g, out=tmp)
         tmp *= 1.0 - self.rho
         r += tmp
-        xp.add(r, self.epsilon, out=tmp)
-        xp.sqrt(tmp, out=tmp)
-        xp.divide(g, tmp, out=tmp)
-        tmp *= lr
-        param -= tmp
+        _root_scaled_step(xp, param, g, r, self.epsilon, lr, tmp)
 
 
 class AdaGradRule(CoreOptimizer):
@@ -68,11 +73,7 @@ class AdaGradRule(CoreOptimizer):
         h = self._slot("history", i, device)
         xp.multiply(g, g, out=tmp)
         h += tmp
-        xp.add(h, self.epsilon, out=tmp)
-        xp.sqrt(tmp, out=tmp)
-        xp.divide(g, tmp, out=tmp)
-        tmp *= lr
-        param -= tmp
+        _root_scaled_step(xp, param, g, h, self.epsilon, lr, tmp)
 
 
 class AdamRule(CoreOptimizer):
