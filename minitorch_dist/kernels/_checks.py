@@ -140,6 +140,31 @@ def check_cols(cols, x_shape, geometry, params):
                          f"{tuple(x_shape)}, got {cols.shape}")
 
 
+def winograd_image(a, name, what, kind):
+    """A channels-last 4-D float array for a Winograd transform (``kind`` names its axes)."""
+    a = float_array(a, name)
+    if a.ndim != 4:
+        raise ValueError(f"{what} expects an {kind}, got shape {a.shape}")
+    return a
+
+
+def winograd_cover(tiles_h, tiles_w, oh, ow):
+    """Raise unless ``tiles_h`` x ``tiles_w`` tiles (2x2 outputs each) cover ``oh`` x ``ow``."""
+    if 2 * tiles_h < oh or 2 * tiles_w < ow:
+        raise ValueError("the tiles do not cover the output")
+
+
+def winograd_products(m, out_shape, tiles_h, tiles_w):
+    """``(m, tiles_h, tiles_w, (n, oh, ow, c))`` for ``winograd_output``, checked."""
+    m = float_array(m, "m")
+    tiles_h, tiles_w = positive_ints(tiles_h=tiles_h, tiles_w=tiles_w)
+    n, oh, ow, c = (int(d) for d in out_shape)
+    if m.shape != (16, n * tiles_h * tiles_w, c):
+        raise ValueError(f"m must have shape {(16, n * tiles_h * tiles_w, c)}, got {m.shape}")
+    winograd_cover(tiles_h, tiles_w, oh, ow)
+    return m, tiles_h, tiles_w, (n, oh, ow, c)
+
+
 def topk_count(flat, k):
     if flat.ndim != 1:
         raise ValueError(f"topk_abs expects a 1-D array, got shape {flat.shape}")

@@ -86,9 +86,7 @@ def col2im_nhwc(cols, x_shape, kh, kw, sh=1, sw=1, ph=0, pw=0, dh=1, dw=1, out=N
 
 
 def winograd_input(x, tiles_h, tiles_w, pad, out=None):
-    x = chk.float_array(x, "x")
-    if x.ndim != 4:
-        raise ValueError(f"winograd_input expects an (N, H, W, C) image, got shape {x.shape}")
+    x = chk.winograd_image(x, "x", "winograd_input", "(N, H, W, C) image")
     tiles_h, tiles_w = chk.positive_ints(tiles_h=tiles_h, tiles_w=tiles_w)
     (pad,) = chk.non_negative_ints(pad=pad)
     out = chk.out_array(out, (16, x.shape[0] * tiles_h * tiles_w, x.shape[3]), x.dtype)
@@ -97,25 +95,16 @@ def winograd_input(x, tiles_h, tiles_w, pad, out=None):
 
 
 def winograd_output(m, out_shape, tiles_h, tiles_w, out=None):
-    m = chk.float_array(m, "m")
-    tiles_h, tiles_w = chk.positive_ints(tiles_h=tiles_h, tiles_w=tiles_w)
-    n, oh, ow, c = (int(d) for d in out_shape)
-    if m.shape != (16, n * tiles_h * tiles_w, c):
-        raise ValueError(f"m must have shape {(16, n * tiles_h * tiles_w, c)}, got {m.shape}")
-    if 2 * tiles_h < oh or 2 * tiles_w < ow:
-        raise ValueError("the tiles do not cover the output")
+    m, tiles_h, tiles_w, (n, oh, ow, c) = chk.winograd_products(m, out_shape, tiles_h, tiles_w)
     out = chk.out_array(out, (n, oh, ow, c), m.dtype)
     _C.winograd_output(np.ascontiguousarray(m), out, tiles_h, tiles_w)
     return out
 
 
 def winograd_grad(gy, tiles_h, tiles_w, out=None):
-    gy = chk.float_array(gy, "gy")
-    if gy.ndim != 4:
-        raise ValueError(f"winograd_grad expects an (N, OH, OW, C) gradient, got shape {gy.shape}")
+    gy = chk.winograd_image(gy, "gy", "winograd_grad", "(N, OH, OW, C) gradient")
     tiles_h, tiles_w = chk.positive_ints(tiles_h=tiles_h, tiles_w=tiles_w)
-    if 2 * tiles_h < gy.shape[1] or 2 * tiles_w < gy.shape[2]:
-        raise ValueError("the tiles do not cover the output")
+    chk.winograd_cover(tiles_h, tiles_w, gy.shape[1], gy.shape[2])
     out = chk.out_array(out, (16, gy.shape[0] * tiles_h * tiles_w, gy.shape[3]), gy.dtype)
     _C.winograd_grad(np.ascontiguousarray(gy), out, tiles_h, tiles_w)
     return out

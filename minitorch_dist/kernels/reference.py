@@ -130,11 +130,6 @@ WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]],
 WINOGRAD_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
 
 
-def _tile_counts(tiles_h, tiles_w):
-    tiles_h, tiles_w = chk.positive_ints(tiles_h=tiles_h, tiles_w=tiles_w)
-    return tiles_h, tiles_w
-
-
 def winograd_input(x, tiles_h, tiles_w, pad, out=None):
     """``out[k, t, c] = (B^T d_t B)[k]`` for the 4x4 input tiles of channels-last ``x``.
 
@@ -147,10 +142,8 @@ def winograd_input(x, tiles_h, tiles_w, pad, out=None):
     >>> float(v[:, 0, 0].reshape(4, 4)[1, 1])     # (d1 + d2) over rows and columns
     4.0
     """
-    x = chk.float_array(x, "x")
-    if x.ndim != 4:
-        raise ValueError(f"winograd_input expects an (N, H, W, C) image, got shape {x.shape}")
-    tiles_h, tiles_w = _tile_counts(tiles_h, tiles_w)
+    x = chk.winograd_image(x, "x", "winograd_input", "(N, H, W, C) image")
+    tiles_h, tiles_w = chk.positive_ints(tiles_h=tiles_h, tiles_w=tiles_w)
     (pad,) = chk.non_negative_ints(pad=pad)
     n, h, w, c = x.shape
     out = chk.out_array(out, (16, n * tiles_h * tiles_w, c), x.dtype)
@@ -175,13 +168,7 @@ def winograd_output(m, out_shape, tiles_h, tiles_w, out=None):
     >>> winograd_output(np.ones((16, 1, 1)), (1, 2, 2, 1), 1, 1)[0, :, :, 0].tolist()
     [[9.0, -3.0], [-3.0, 1.0]]
     """
-    m = chk.float_array(m, "m")
-    tiles_h, tiles_w = _tile_counts(tiles_h, tiles_w)
-    n, oh, ow, c = (int(d) for d in out_shape)
-    if m.shape != (16, n * tiles_h * tiles_w, c):
-        raise ValueError(f"m must have shape {(16, n * tiles_h * tiles_w, c)}, got {m.shape}")
-    if 2 * tiles_h < oh or 2 * tiles_w < ow:
-        raise ValueError("the tiles do not cover the output")
+    m, tiles_h, tiles_w, (n, oh, ow, c) = chk.winograd_products(m, out_shape, tiles_h, tiles_w)
     out = chk.out_array(out, (n, oh, ow, c), m.dtype)
     at = WINOGRAD_AT.astype(m.dtype)
     rows = np.einsum("pk,klnabc->plnabc", at, m.reshape(4, 4, n, tiles_h, tiles_w, c))
@@ -198,13 +185,10 @@ def winograd_grad(gy, tiles_h, tiles_w, out=None):
     >>> winograd_grad(np.ones((1, 2, 2, 1)), 1, 1)[:, 0, 0].reshape(4, 4)[1].tolist()
     [2.0, 4.0, 0.0, -2.0]
     """
-    gy = chk.float_array(gy, "gy")
-    if gy.ndim != 4:
-        raise ValueError(f"winograd_grad expects an (N, OH, OW, C) gradient, got shape {gy.shape}")
-    tiles_h, tiles_w = _tile_counts(tiles_h, tiles_w)
+    gy = chk.winograd_image(gy, "gy", "winograd_grad", "(N, OH, OW, C) gradient")
+    tiles_h, tiles_w = chk.positive_ints(tiles_h=tiles_h, tiles_w=tiles_w)
     n, oh, ow, c = gy.shape
-    if 2 * tiles_h < oh or 2 * tiles_w < ow:
-        raise ValueError("the tiles do not cover the output")
+    chk.winograd_cover(tiles_h, tiles_w, oh, ow)
     out = chk.out_array(out, (16, n * tiles_h * tiles_w, c), gy.dtype)
     padded = np.zeros((n, 2 * tiles_h, 2 * tiles_w, c), gy.dtype)
     padded[:, :oh, :ow] = gy
