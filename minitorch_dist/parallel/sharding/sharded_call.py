@@ -25,6 +25,7 @@ every rank. The gradient of an output is divided by the number of ranks holding 
 every copy back-propagates the same value and the collectives' backward sums over ranks.
 """
 import logging
+import math
 import weakref
 
 import numpy as np
@@ -245,15 +246,8 @@ def _finish(tensor, run, program, batch):
     want = output_target(have.shape, program.world, batch)
     if plan_redistribution(have, want):
         tensor = redistribute(tensor, have, want, program.rank, program.group)
-    copies = program.world // int(np.prod([want.device_matrix[len(want.device_matrix) - 1 - a]
-                                           for m in want.tensor_map for a in _axes(m)] or [1]))
+    copies = math.prod(want.axis_size(a) for a in want.replicated_axes())
     return _ReplicaShare(copies)(tensor) if tensor.requires_grad and copies > 1 else tensor
-
-
-def _axes(entry):
-    if isinstance(entry, tuple):
-        return [a for a in entry if a >= 0]
-    return [entry] if entry >= 0 else []
 
 
 class _ReplicaShare(Primitive):
