@@ -34,10 +34,8 @@ is the pure command-line builder.
 """
 import functools
 import importlib.util
-import io
 import math
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -48,6 +46,8 @@ import time
 import traceback
 
 from .backend.allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
+from .job_output import OutputDemux
+from .job_teardown import kill_job, parent_death_signal, start_guard, stop_guard
 
 __all__ = ["build_command", "find_mpiexec", "mpi_flavor", "rank_environment", "launch", "main",
            "check_timeout", "parse_args", "parse_options", "wait_processes", "OutputDemux",
@@ -243,8 +243,8 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
     process = subprocess.Popen(command, env=rank_env, start_new_session=True,
                                stdout=subprocess.PIPE if demux else out_sink,
                                stderr=subprocess.PIPE if demux else err_sink,
-                               preexec_fn=_parent_death_signal(), **popen_kwargs)
-    guard = _start_guard(process.pid)
+                               preexec_fn=parent_death_signal(), **popen_kwargs)
+    guard = start_guard(process.pid)
     streams = OutputDemux(job_dir, out_sink, err_sink) if demux else None
     if streams is not None:
         streams.start(process)
@@ -263,12 +263,12 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
             if previous is not None:      # a second Ctrl-C must not cut the clean-up short
                 for signum in previous:
                     signal.signal(signum, signal.SIG_IGN)
-            _kill_job(process)
+            kill_job(process)
     finally:
         _restore_signal_handlers(previous)
         if streams is not None:
             streams.join()
-        _stop_guard(guard)
+        stop_guard(guard)
     return _finish(n, process, code, ended_by, timeout, job_dir, keep_logs, streams)
 
 
@@ -320,89 +320,6 @@ def _remove_job_dir(job_dir, keep_logs):
         shutil.rmtree(job_dir, ignore_errors=True)
 
 
-def _parent_death_signal():
-    """A function for ``preexec_fn`` that asks the kernel to SIGTERM the child (mpiexec) when
-    the launcher dies (Linux ``prctl(PR_SET_PDEATHSIG)``), or None elsewhere. libc is bound
-    here, in the parent: the child only makes the call (nothing is imported or allocated
-    between fork and exec)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.restype = ctypes.c_int
-    prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
-                      ctypes.c_ulong)
-    term = int(signal.SIGTERM)
-
-    def set_death_signal():
-        prctl(1, term, 0, 0, 0)           # PR_SET_PDEATHSIG
-    return set_death_signal
-
-
-_GUARD_CODE = r"""
-import os, signal, sys, time
-session = int(sys.argv[1])
-data = sys.stdin.buffer.read()          # EOF when the launcher exits or is killed
-if data.startswith(b"done"):
-    sys.exit(0)
-def members():
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open("/proc/%s/stat" % entry, "rb") as stat:
-                    fields = stat.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[3]) == session:
-                found.append(int(entry))
-    return found
-for signum, pause in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 0.0)):
-    for pid in members():
-        try:
-            os.kill(pid, signum)
-        except OSError:
-            pass
-    time.sleep(pause)
-"""
-
-
-def _start_guard(session):
-    """A tiny process that kills the job's session if the launcher dies without cleaning up
-    (SIGKILL): it waits for EOF on a pipe only the launcher holds."""
-    if not os.path.isdir("/proc"):
-        return None
-    read_end, write_end = os.pipe()
-    try:
-        guard = subprocess.Popen([sys.executable, "-c", _GUARD_CODE, str(session)],
-                                 stdin=read_end, start_new_session=True,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    except OSError:
-        os.close(write_end)
-        return None
-    finally:
-        os.close(read_end)
-    return guard, write_end
-
-
-def _stop_guard(guard):
-    if guard is None:
-        return
-    process, write_end = guard
-    try:
-        os.write(write_end, b"done")
-    except OSError:
-        pass
-    os.close(write_end)
-    try:
-        process.wait(5)
-    except subprocess.TimeoutExpired:
-        process.kill()
-
-
 def _install_signal_handlers():
     """SIGTERM/SIGHUP raise ``_Signalled`` in the main thread (SIGINT raises
     KeyboardInterrupt already); returns the previous handlers, None off the main thread."""
@@ -421,104 +338,6 @@ def _install_signal_handlers():
 def _restore_signal_handlers(previous):
     for signum, handler in (previous or {}).items():
         signal.signal(signum, handler)
-
-
-_TAG = re.compile(rb"^\[(\d+),(\d+)\]<(stdout|stderr|stddiag)>: ?(.*)$", re.S)
-
-
-class OutputDemux:
-    """Reads mpiexec's tagged output (``--output tag``): each rank's lines go to its own log
-    ``rank.<N>.log`` in the job directory and, untagged, to the launcher's stdout/stderr;
-    mpiexec's own messages go to ``mpiexec.log`` (shown only when no rank explained a
-    failure). A rank's "minitorch_dist: rank N failed" line stays in its log: the job's
-    report says it once."""
-
-    def __init__(self, job_dir, out_sink=None, err_sink=None):
-        self.job_dir = job_dir
-        self.sinks = {"stdout": out_sink, "stderr": err_sink}
-        self.logs = {}
-        self.untagged = []
-        self.lock = threading.Lock()
-        self.threads = []
-
-    def start(self, process):
-        """Start one reader thread per pipe of ``process``."""
-        for stream, pipe in (("stdout", process.stdout), ("stderr", process.stderr)):
-            thread = threading.Thread(target=self._pump, args=(stream, pipe), daemon=True)
-            thread.start()
-            self.threads.append(thread)
-
-    def join(self):
-        """Wait (briefly) until the pipes are drained, then close the logs."""
-        for thread in self.threads:
-            thread.join(10)
-        with self.lock:
-            for handle in self.logs.values():
-                handle.close()
-            self.logs.clear()
-
-    def _log(self, rank):
-        if rank not in self.logs:
-            self.logs[rank] = open(os.path.join(self.job_dir, f"rank.{rank}.log"), "ab")
-        return self.logs[rank]
-
-    def _emit(self, stream, data):
-        sink = self.sinks[stream]
-        if sink is None:
-            target = sys.stdout if stream == "stdout" else sys.stderr
-            target.write(data.decode(errors="replace"))
-            target.flush()
-        elif isinstance(sink, int):
-            os.write(sink, data)
-        elif isinstance(sink, io.TextIOBase):
-            sink.write(data.decode(errors="replace"))
-            sink.flush()
-        else:
-            sink.write(data)
-            sink.flush()
-
-    def _pump(self, stream, pipe):
-        held = {}       # rank -> lines of an MPI help block (between dashed lines) held back
-        for line in iter(pipe.readline, b""):
-            match = _TAG.match(line)
-            with self.lock:
-                if match is None:
-                    self.untagged.append(line.decode(errors="replace"))
-                    with open(os.path.join(self.job_dir, "mpiexec.log"), "ab") as handle:
-                        handle.write(line)
-                    continue
-                rank, kind, text = int(match.group(2)), match.group(3).decode(), match.group(4)
-                text = text.replace(b"\x00", b"")
-                if not text:
-                    continue
-                self._log(rank).write(text)
-                self._log(rank).flush()
-            if kind == "stderr" and text.startswith(b"minitorch_dist: "):
-                continue        # the report says it once
-            if kind != "stdout" and (rank in held or text.startswith(b"-" * 20)):
-                block = held.setdefault(rank, [])
-                block.append(text)
-                if len(block) > 1 and text.startswith(b"-" * 20) or len(block) > 200:
-                    del held[rank]
-                    if not any(b"MPI_ABORT was invoked" in part for part in block):
-                        self._emit("stderr", b"".join(block))
-                continue        # MPI_Abort's banner: the report explains the failure
-            self._emit("stdout" if kind == "stdout" else "stderr", text)
-        for block in held.values():
-            if not any(b"MPI_ABORT was invoked" in part for part in block):
-                self._emit("stderr", b"".join(block))
-        pipe.close()
-
-    def untagged_text(self):
-        """What mpiexec itself printed (banners, launch errors)."""
-        return "".join(self.untagged)
-
-    def append_tracebacks(self, records):
-        """Add each failed rank's full traceback to its log."""
-        for record in records:
-            path = os.path.join(self.job_dir, f"rank.{record['rank']}.log")
-            with open(path, "a") as handle:
-                handle.write(record.get("traceback") or "")
 
 
 def wait_processes(processes, timeout):
@@ -618,49 +437,6 @@ def _command(n, argv, mpiexec, oversubscribe, **options):
     return build_command(n, argv, mpiexec, flavor=mpi_flavor(mpiexec), oversubscribe=oversubscribe,
                          abort_on_error=importlib.util.find_spec("mpi4py") is not None,
                          **options)
-
-
-def _kill_job(process):
-    """SIGTERM mpiexec (it stops its ranks), then SIGKILL whatever is left of the session.
-
-    The ranks of Open MPI run in their own process groups but in the launcher's session.
-    """
-    session = process.pid
-    _signal_group(session, signal.SIGTERM)
-    try:
-        process.wait(3.0)
-    except subprocess.TimeoutExpired:
-        pass
-    for pid in _session_members(session) + [session]:
-        _signal_group(pid, signal.SIGKILL, group=False)
-    try:
-        process.wait(5.0)
-    except subprocess.TimeoutExpired:
-        pass
-
-
-def _signal_group(pid, signum, group=True):
-    try:
-        (os.killpg if group else os.kill)(pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _session_members(session):
-    """Processes whose session id is ``session`` (Linux /proc; empty elsewhere)."""
-    members = []
-    if not os.path.isdir("/proc"):
-        return members
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as stat:
-                    fields = stat.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[3]) == session:  # state ppid pgrp session ...
-                members.append(int(entry))
-    return members
 
 
 def parse_args(args):
