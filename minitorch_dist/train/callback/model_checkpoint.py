@@ -3,7 +3,8 @@ import os
 import re
 import time
 
-from ..checkpoint import TRAIN_STATE, save_checkpoint, train_state_json, wait_async_saves
+from ..checkpoint import TRAIN_STATE, save_checkpoint, wait_async_saves
+from ..train_state import train_state_json
 from ._callback import Callback, step_in_epoch
 
 __all__ = ["CheckpointConfig", "ModelCheckpoint"]
