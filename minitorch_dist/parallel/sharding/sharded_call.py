@@ -36,7 +36,7 @@ from ...tensor import Tensor
 from ..comm_ops import communicator_for
 from ..context import ParallelMode, get_auto_parallel_context
 from .executor import LocalRun
-from .graph import TrainingStepTraced, trace
+from .graph import trace
 from .groups import GroupCache
 from .ir_dump import ExecuteListing, dump_begin, dump_execute
 from .layout import TensorLayout
@@ -44,10 +44,11 @@ from .parameters import slice_parameter
 from .propagation import assign_strategies, input_layout
 from .redistribution import plan_redistribution, redistribute
 from .scope import current_world, run_scope
+from .strategy_file import check_strategy_file, write_strategy_file
 
 logger = logging.getLogger("minitorch_dist")
 
-__all__ = ["ShardedCall", "ShardedProgram", "TrainingStepTraced", "dataset_layouts",
+__all__ = ["ShardedCall", "ShardedProgram", "dataset_layouts",
            "split_layout"]
 
 
@@ -206,7 +207,6 @@ class ShardedCall:
 def _strategy_checkpoint():
     """``set_auto_parallel_context(strategy_ckpt_save_file=..., strategy_ckpt_load_file=...)``:
     the layouts written after each plan, and checked against the saved ones."""
-    from .strategy_file import check_strategy_file, write_strategy_file
     save = get_auto_parallel_context("strategy_ckpt_save_file")
     load = get_auto_parallel_context("strategy_ckpt_load_file")
     if save:
