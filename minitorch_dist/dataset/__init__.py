@@ -21,8 +21,14 @@ from .idx import read_idx, write_idx
 from .criteo import CriteoDataset, CriteoVocab
 from .criteo_synthetic import write_synthetic_criteo
 from .digits import load_digits, write_digits_as_mnist, upsample_to_mnist
+from .schema import Schema
+from .shuffle_level import Shuffle
+from .tfrecord import TFRecordDataset
+from .tfrecord_io import write_tfrecord
+from .mind_dataset import MindDataset
 
 __all__ = ["config", "transforms", "vision", "Dataset", "ArraySourceDataset", "NumpySlicesDataset",
            "GeneratorDataset", "MnistDataset", "Cifar10Dataset", "write_mnist_idx",
            "write_cifar10_bin", "read_idx", "write_idx", "load_digits", "write_digits_as_mnist", "upsample_to_mnist",
-           "CriteoDataset", "CriteoVocab", "write_synthetic_criteo"]
+           "CriteoDataset", "CriteoVocab", "write_synthetic_criteo", "Schema", "Shuffle",
+           "TFRecordDataset", "write_tfrecord", "MindDataset"]

@@ -12,6 +12,8 @@ new ``Dataset`` wrapping its child. Nodes hand data on in one of two forms:
 Every epoch has a key (a tuple of ints: the epoch number, extended by ``repeat``); shuffles
 seed from it, so each epoch reshuffles and every rank shuffles the same way.
 """
+import weakref
+
 import numpy as np
 
 BLOCK_ROWS = 2048   # rows per block: big enough to amortise Python, small enough for cache
@@ -33,6 +35,7 @@ class Dataset:
         self.children = tuple(children)
         self._next_epoch = 0
         self._skip_next = 0         # rows the next epoch skips (a mid-epoch resume)
+        self._iterators = weakref.WeakSet()   # live iterators, for reset()
 
     # ---- what subclasses provide ---------------------------------------------------------
     def get_col_names(self):
@@ -139,6 +142,22 @@ class Dataset:
                 raise ValueError(f"set_epoch: {name} must be a non-negative int, got {value!r}")
         self._next_epoch = int(epoch)
         self._skip_next = int(skip)
+
+    def reset(self):
+        """Prepare for the next epoch (MindSpore's ``Dataset.reset``): an epoch that an iterator
+        of this dataset is in the middle of ends, and the next pass starts a fresh, reshuffled
+        epoch. ``Model.train`` calls it between epochs. The epoch counter (``get_epoch``) and
+        a pending ``set_epoch`` are kept.
+
+        >>> import numpy as np, minitorch_dist.dataset as ds
+        >>> data = ds.NumpySlicesDataset({"x": np.arange(4)}, shuffle=False)
+        >>> it = data.create_tuple_iterator(output_numpy=True)
+        >>> int(next(it)[0]); data.reset(); [int(x) for (x,) in it]
+        0
+        [0, 1, 2, 3]
+        """
+        for iterator in list(self._iterators):
+            iterator.end_epoch()
 
     def _reserve_epoch(self):
         """The next epoch number of this dataset (counted over all its iterators)."""

@@ -49,6 +49,9 @@ class _EpochIterator:
         self._positions = [names.index(c) for c in self.columns]
         self._epochs_done = 0
         self._rows = None
+        registry = getattr(dataset, "_iterators", None)
+        if registry is not None:
+            registry.add(self)      # so dataset.reset() can end an epoch in progress
 
     def __iter__(self):
         return self
@@ -76,6 +79,12 @@ class _EpochIterator:
 
     def _package(self, values):
         return values
+
+    def end_epoch(self):
+        """End the epoch in progress, if any (it counts as run); the next row starts a new one."""
+        if self._rows is not None:
+            self._rows = None
+            self._epochs_done += 1
 
     def get_next(self):
         """The next row (MindSpore's spelling of ``next(iterator)``)."""

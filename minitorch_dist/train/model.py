@@ -311,8 +311,14 @@ class _BatchSource:
             raise TypeError(f"Model: {what} must be a minitorch_dist.dataset Dataset or an iterable "
                             f"of batches, got {type(dataset).__name__}")
         self.size = int(size) if isinstance(size, int) and size > 0 else None
+        reset = getattr(dataset, "reset", None)
+        self._reset = reset if callable(reset) else None    # MindSpore's Dataset.reset()
+        self._epochs = 0
 
     def epoch(self):
+        if self._epochs and self._reset is not None:
+            self._reset()       # between epochs: an iterator-like dataset starts over
+        self._epochs += 1
         if self._iterator is not None:
             for row in self._iterator:
                 yield row
