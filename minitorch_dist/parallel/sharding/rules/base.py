@@ -208,6 +208,12 @@ class Rule:
     def check_call(self, call):
         """Reject calls the rule does not understand (wrong number of tensors, ...)."""
 
+    def strategy_shapes(self, call):
+        """What each in_strategy tuple splits, one shape per tuple: the tensor inputs' shapes,
+        or None for them. A rule whose strategy splits something else returns
+        ``(shapes, label)`` with a word for them in messages (Tile: its output's positions)."""
+        return None
+
     def op_dims(self, call):
         raise NotImplementedError
 

@@ -30,27 +30,30 @@ def _well_formed(strategy):
         isinstance(s, (tuple, list)) and all(is_count(n) for n in s) for s in strategy)
 
 
-def check_strategy(call, strategy, what="in_strategy"):
+def check_strategy(call, strategy, what="in_strategy", sizes=None):
     """``strategy`` as a tuple of tuples of ints, checked against the call's tensor shapes:
-    one tuple per tensor input, one count per dimension, each count dividing its dimension."""
+    one tuple per tensor input, one count per dimension, each count dividing its dimension.
+    ``sizes``: ``(shapes, label)`` when the strategy splits something else (a rule's
+    ``strategy_shapes``)."""
     if not _well_formed(strategy):
         raise call.error(f"{what} must be a tuple of tuples of positive split counts, one tuple "
                          f"per tensor input, e.g. ((2, 1), (1, 4)); got {strategy!r}")
     strategy = tuple(tuple(int(n) for n in s) for s in strategy)
-    if len(strategy) != len(call.shapes):
+    shapes, label = sizes if sizes is not None else (call.shapes, None)
+    if len(strategy) != len(shapes):
         raise call.error(f"{what} {strategy} has {len(strategy)} tuple(s) but {call.kind} was called "
                          f"with {len(call.shapes)} tensor input(s) of shapes {tuple(call.shapes)}; "
                          "give one tuple per tensor input")
-    for i, (s, shape) in enumerate(zip(strategy, call.shapes)):
+    for i, (s, shape) in enumerate(zip(strategy, shapes)):
+        where = f"tensor input {i} (shape {shape})" if label is None else f"{label} {shape}"
         if len(s) != len(shape):
-            raise call.error(f"{what} {strategy}: tuple {i} {s} has {len(s)} entries but tensor input "
-                             f"{i} has {len(shape)} dimensions (shape {shape}); give one split count "
-                             "per dimension")
+            raise call.error(f"{what} {strategy}: tuple {i} {s} has {len(s)} entries but {where} has "
+                             f"{len(shape)} dimensions; give one split count per dimension")
         for d, (n, k) in enumerate(zip(shape, s)):
             if n % k:
-                raise call.error(f"{what} {strategy}: dimension {d} of tensor input {i} (shape {shape}) "
-                                 f"has size {n}, which cannot be split into {k} equal slices; a split "
-                                 "count must divide its dimension")
+                raise call.error(f"{what} {strategy}: dimension {d} of {where} has size {n}, which "
+                                 f"cannot be split into {k} equal slices; a split count must divide "
+                                 "its dimension")
     return strategy
 
 
@@ -71,7 +74,7 @@ def plan(prim, strategy, in_shapes, inputs, attrs, world, out_strategy=None):
             raise call.error("out_strategy was given without in_strategy; MindSpore requires an "
                              "in_strategy whenever out_strategy is set")
         raise call.error("no in_strategy to plan with; give one (or use default_strategy)")
-    strategy = check_strategy(call, strategy)
+    strategy = check_strategy(call, strategy, sizes=rule.strategy_shapes(call))
     if out_strategy is not None:
         if not _well_formed(out_strategy):
             raise call.error(f"out_strategy must be a tuple of tuples of positive split counts, one "

@@ -14,8 +14,8 @@ over that dimension's device-matrix axis combines them:
 
 The output keeps the layout of the dimensions that were not reduced; a reduced dimension is
 dropped (or kept as size 1, whole, with ``keep_dims``) and the result is replicated along
-the axes the AllReduce ran over. Argmax / Argmin need their axis whole: an index cannot be
-combined across ranks without its value.
+the axes the AllReduce ran over. Argmax / Argmin and ArgMaxWithValue need their axis whole:
+an index cannot be combined across ranks without its value.
 
 >>> from minitorch_dist import ops
 >>> from minitorch_dist.parallel.sharding.rules import plan
@@ -23,11 +23,11 @@ combined across ranks without its value.
 >>> p.output_maps, [str(s) for s in p.forward_comm]
 (((1,),), ['AllReduce(mean) over device-matrix axes (0,) on output 0'])
 """
-from ....ops import reduction
+from ....ops import reduction, selection
 from .base import ALL_REDUCE, CommStep, Grid, OneTensorRule, ShardPlan, register
 from .elementwise import _maps_at
 
-__all__ = ["ReduceRule", "ArgReduceRule", "reduced_axes"]
+__all__ = ["ReduceRule", "ArgReduceRule", "ArgMaxWithValueRule", "reduced_axes"]
 
 _OP = {reduction.ReduceSum: "sum", reduction.ReduceMean: "mean",
        reduction.ReduceMax: "max", reduction.ReduceMin: "min"}
@@ -85,5 +85,32 @@ class ArgReduceRule(ReduceRule):
         return ShardPlan(grid.device_matrix, _maps_at(call, {call.positions[0]: in_map}), (out_map,))
 
 
+class ArgMaxWithValueRule(ReduceRule):
+    """``(index, value)`` of the maximum along ``axis``: both outputs laid out alike.
+
+    MindSpore lets the axis be split and only warns that the index "may be not compatible
+    with the stand alone Primitive" (each rank returns the index within its own slice).
+    Here that split is refused: an index cannot be combined across ranks without its
+    value, and a result that differs from one process is not silently given."""
+
+    types = (selection.ArgMaxWithValue,)
+
+    def build(self, call, strategy, world, out_strategy):
+        shape = call.shapes[0]
+        (axis,) = reduced_axes(call, call.prim.axis, len(shape))
+        if strategy[0][axis] > 1:
+            fixed = tuple(1 if d == axis else s for d, s in enumerate(strategy[0]))
+            raise call.error(f"in_strategy {strategy} splits dimension {axis}, the axis "
+                             f"ArgMaxWithValue takes the index along; it must not be split (e.g. ({fixed},)): each rank would "
+                             "return the index within its own slice (MindSpore warns and does so)")
+        grid = Grid(call, strategy[0], world, strategy)
+        in_map = tuple(grid.axis(d) for d in range(len(shape)))
+        out_map = tuple(-1 if d == axis else in_map[d] for d in range(len(shape))
+                        if call.prim.keep_dims or d != axis)
+        return ShardPlan(grid.device_matrix, _maps_at(call, {call.positions[0]: in_map}),
+                         (out_map, out_map))
+
+
 register(ReduceRule())
 register(ArgReduceRule())
+register(ArgMaxWithValueRule())
