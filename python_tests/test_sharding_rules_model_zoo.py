@@ -168,7 +168,8 @@ class ZooNet(nn.Cell):
         self.emb = ms.Parameter(Tensor(emb.copy()), "emb")
         self.ln, self.tile, self.mm = ops.LayerNorm(), ops.Tile(), ops.MatMul()
         self.gather_nd, self.unique, self.gather = ops.GatherNd(), ops.Unique(), ops.Gather()
-        self.add, self.add2, self.amv, self.sub = ops.Add(), ops.Add(), ops.ArgMaxWithValue(1, True), ops.Sub()
+        self.add, self.add2, self.sub = ops.Add(), ops.Add(), ops.Sub()
+        self.amv = ops.ArgMaxWithValue(axis=1, keep_dims=True)
         for name, strategy in (strategies or {}).items():
             getattr(self, name).shard(strategy)
 
@@ -358,3 +359,39 @@ def test_unique_values_of_data_dependent_length_stay_whole():
     results = run_ranks(2, rank, timeout=60)
     assert [r[0] for r in results] == [want_sum, want_sum]
     np.testing.assert_array_equal(np.concatenate([r[1] for r in results]), want_index)
+
+
+def test_tile_adding_a_leading_axis_trains_like_one_process():
+    """MindSpore's Tile strategy has one entry per multiple, also where ``multiples`` adds an
+    axis: ((2, 1, 2),) splits the new axis' copies and the last axis' copies of w."""
+    rng = np.random.default_rng(2)
+    w0 = rng.standard_normal((3, 4)).astype(np.float32)
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    y = rng.standard_normal((3, 8)).astype(np.float32)
+
+    class Net(nn.Cell):
+        def __init__(self, strategy=None):
+            super().__init__()
+            self.w = ms.Parameter(Tensor(w0.copy()), "w")
+            self.tile, self.mul, self.sum = ops.Tile(), ops.Mul(), ops.ReduceSum()
+            if strategy:
+                self.tile.shard(strategy)
+
+        def construct(self, a):
+            return self.sum(self.mul(self.tile(self.w, (2, 1, 2)), a), 0)
+
+    def train(net):
+        step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.1))
+        return [float(step(Tensor(x), Tensor(y)).asnumpy()) for _ in range(2)], net.w.asnumpy()
+
+    want_losses, want_w = train(Net())
+    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel", full_batch=True)
+
+    def rank(comm):
+        with sharding_world(comm):
+            return train(Net(((2, 1, 2),)))
+
+    for losses, w in run_ranks(4, rank, timeout=60):
+        np.testing.assert_allclose(losses, want_losses, rtol=1e-6)
+        np.testing.assert_allclose(w, want_w, rtol=1e-6, atol=1e-6)
+    assert not np.allclose(want_w, w0)

@@ -68,9 +68,10 @@ class LayerNormRule(Rule):
                              f"LayerNorm's dimensions from begin_norm_axis on can not be split (e.g. "
                              f"x {fix})")
         if gamma_split != x_split[params:] or beta_split != x_split[params:]:
-            raise call.error(f"in_strategy {strategy}: LayerNorm's gamma and beta strategies must equal x's "
-                             f"from begin_params_axis {params} on, {x_split[params:]} (right-aligned "
-                             "with x's), so that each rank holds the parameters of its columns")
+            raise call.error(f"in_strategy {strategy}: LayerNorm's gamma and beta strategies must "
+                             f"equal x's from begin_params_axis {params} on, {x_split[params:]} "
+                             "(right-aligned with x's), so that each rank holds the parameters of "
+                             "its columns")
         grid = Grid(call, x_split, world, strategy)
         x_map = tuple(grid.axis(d) for d in range(len(x_split)))
         stats_map = x_map[:norm] + (-1,) * (len(x_map) - norm)

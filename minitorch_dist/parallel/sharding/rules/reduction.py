@@ -101,8 +101,9 @@ class ArgMaxWithValueRule(ReduceRule):
         if strategy[0][axis] > 1:
             fixed = tuple(1 if d == axis else s for d, s in enumerate(strategy[0]))
             raise call.error(f"in_strategy {strategy} splits dimension {axis}, the axis "
-                             f"ArgMaxWithValue takes the index along; it must not be split (e.g. ({fixed},)): each rank would "
-                             "return the index within its own slice (MindSpore warns and does so)")
+                             f"ArgMaxWithValue takes the index along; it must not be split (e.g. "
+                             f"({fixed},)): each rank would return the index within its own slice "
+                             "(MindSpore warns and does so)")
         grid = Grid(call, strategy[0], world, strategy)
         in_map = tuple(grid.axis(d) for d in range(len(shape)))
         out_map = tuple(-1 if d == axis else in_map[d] for d in range(len(shape))
