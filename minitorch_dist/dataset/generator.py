@@ -1,12 +1,24 @@
 """``GeneratorDataset``: rows from Python code (a generator function, an iterable, or a
 random-access object with ``__getitem__`` and ``__len__``)."""
 import itertools
+import warnings
 
 import numpy as np
 
 from .engine import Dataset
-from .sampling import (check_num_samples, check_shards, check_shuffle, epoch_size, sample_order,
-                       shard_stream)
+from .sampling import (check_num_samples, check_shards, check_shuffle, check_workers, epoch_size,
+                       sample_order, shard_stream)
+from .schema import as_schema, numpy_dtype
+
+_warned_shuffle = []     # one warning per process is enough
+
+
+def _warn_stream_shuffle(source):
+    if not _warned_shuffle:
+        _warned_shuffle.append(True)
+        warnings.warn(f"GeneratorDataset: shuffle=True needs a random-access source (__getitem__ "
+                      f"and __len__); {type(source).__name__} is a stream and is read in order, as "
+                      "in MindSpore. Add .shuffle(buffer_size) to shuffle it.", stacklevel=3)
 
 
 def _is_random_access(source):
@@ -18,16 +30,21 @@ class GeneratorDataset(Dataset):
 
     ``source`` may be:
 
-    * random-access (``source[i]`` and ``len(source)``): shuffled (``shuffle``, default True)
-      and sharded by index like the array sources;
+    * random-access (``source[i]`` and ``len(source)``; lists and dicts too): shuffled
+      (``shuffle``, default True) and sharded by index like the array sources (MindSpore's
+      distributed sampler);
     * a callable returning an iterable (e.g. a generator function), called once per epoch;
-    * an iterable (called ``iter()`` on each epoch; a one-shot iterator is read once and its
+    * an iterable (``iter()`` is called on each epoch; a one-shot iterator is read once and its
       rows kept in memory for later epochs).
 
-    Streams are read in order (``shuffle`` does not apply, as in MindSpore) and sharded
-    round-robin with the same padding rule as the array sources. A row that is not a tuple
-    is one value for a one-column dataset. ``num_parallel_workers``, ``python_multiprocessing``
-    and ``max_rowsize`` exist for MindSpore compatibility and are ignored.
+    As in MindSpore, streams are read in order: ``shuffle=True`` on one warns once that it
+    needs random access. MindSpore refuses ``num_shards`` on a stream; here a stream is sharded
+    round-robin with the same padding rule as the array sources. ``column_names`` (a name or
+    a list) may be left out when ``schema`` (a ``ds.Schema`` or a schema JSON path) names the
+    columns; ``column_types`` or the schema's types cast each column. A row that is not a
+    tuple is one value for a one-column dataset. ``num_parallel_workers`` (a positive int),
+    ``python_multiprocessing`` and ``max_rowsize`` are checked; rows are produced in the
+    calling thread, in the order MindSpore's workers deliver them.
 
     >>> import numpy as np, minitorch_dist.dataset as ds
     >>> def pairs():
@@ -38,19 +55,33 @@ class GeneratorDataset(Dataset):
     [0, 1, 4]
     """
 
-    def __init__(self, source, column_names, column_types=None, schema=None, num_samples=None,
+    def __init__(self, source, column_names=None, column_types=None, schema=None, num_samples=None,
                  num_parallel_workers=1, shuffle=None, sampler=None, num_shards=None, shard_id=None,
                  python_multiprocessing=True, max_rowsize=None):
         super().__init__()
         if sampler is not None:
             raise ValueError("GeneratorDataset: sampler is not supported; use shuffle, "
                              "num_shards/shard_id and num_samples")
+        check_workers(num_parallel_workers, "GeneratorDataset")
+        if not isinstance(python_multiprocessing, (bool, np.bool_)):
+            raise TypeError("GeneratorDataset: python_multiprocessing must be True or False, got "
+                            f"{python_multiprocessing!r}")
+        if max_rowsize is not None and (isinstance(max_rowsize, bool) or not isinstance(
+                max_rowsize, (int, np.integer, list, tuple))):
+            raise TypeError(f"GeneratorDataset: max_rowsize must be an int (MB) or None, got {max_rowsize!r}")
+        schema = as_schema(schema, "GeneratorDataset")
+        if schema is not None:       # MindSpore: the schema wins over column_names/column_types
+            column_names = schema.names()
+            column_types = [numpy_dtype(c["type"]) for c in schema.columns]
         names = [column_names] if isinstance(column_names, str) else list(column_names or [])
         if not names or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
             raise ValueError(f"GeneratorDataset: column_names must be a non-empty list of distinct "
-                             f"names, got {column_names!r}")
+                             f"names (or pass a schema), got {column_names!r}")
         self.column_names = names
         self.column_types = None if column_types is None else [np.dtype(t) for t in column_types]
+        if self.column_types is not None and len(self.column_types) != len(names):
+            raise ValueError(f"GeneratorDataset: {len(self.column_types)} column_types for "
+                             f"{len(names)} columns {names}")
         self.source = source
         self.random_access = _is_random_access(source)
         if not self.random_access and not callable(source) and not hasattr(source, "__iter__"):
@@ -58,13 +89,17 @@ class GeneratorDataset(Dataset):
                             "iterable, or random-access (__getitem__ and __len__), got "
                             f"{type(source).__name__}")
         self.shuffle_samples = check_shuffle(shuffle) and self.random_access
+        if shuffle and not self.random_access:
+            _warn_stream_shuffle(source)
         self.shards = check_shards(num_shards, shard_id)
         self.num_samples = check_num_samples(num_samples)
         self._one_shot = (not self.random_access and not callable(source)
                           and iter(source) is source)
         self._cached_rows = []         # rows of a one-shot iterator read so far
         self._live = source if self._one_shot else None
-        self._stream_length = None     # rows per pass of a stream, once counted
+        # rows per pass of a stream: its len() when it has one (as MindSpore), else counted once
+        self._stream_length = len(source) if hasattr(source, "__len__") and not self.random_access \
+            else None
 
     def get_col_names(self):
         return list(self.column_names)

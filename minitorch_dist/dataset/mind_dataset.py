@@ -21,9 +21,8 @@ import numpy as np
 from ..mindrecord.shard_set import open_shard_set
 from .config import rng_for
 from .engine import Dataset
-from .sampling import SOURCE_SALT, check_num_samples, check_shards
+from .sampling import SOURCE_SALT, check_num_samples, check_shards, check_workers
 from .shuffle_level import Shuffle, shuffle_level
-from .tfrecord import check_workers
 
 FILE_SALT = 1_000_003
 

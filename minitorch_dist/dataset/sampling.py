@@ -41,6 +41,13 @@ def check_shards(num_shards, shard_id):
     return int(num_shards), int(shard_id)
 
 
+def check_workers(num, what):
+    """``num_parallel_workers``: None or a positive int. Rows are read in the calling thread
+    (in the same order as MindSpore's ordered workers), so the value changes nothing else."""
+    if num is not None and (isinstance(num, bool) or not isinstance(num, (int, np.integer)) or num < 1):
+        raise ValueError(f"{what}: num_parallel_workers must be a positive int or None, got {num!r}")
+
+
 def check_num_samples(num_samples):
     """``None`` (all samples) or a positive int."""
     if num_samples is not None and (not _is_int(num_samples) or num_samples < 1):

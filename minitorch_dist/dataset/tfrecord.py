@@ -28,7 +28,7 @@ import numpy as np
 
 from .config import rng_for
 from .engine import Dataset
-from .sampling import check_num_samples, check_shards
+from .sampling import check_num_samples, check_shards, check_workers
 from .schema import Schema, as_schema, fit_shape, numpy_dtype
 from .shuffle_level import Shuffle, shuffle_level
 from .tfrecord_io import open_file, parse_example, read_records, record_at, record_offsets
@@ -61,13 +61,6 @@ def _bool(value, name, what):
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{what}: {name} must be True or False, got {value!r}")
     return bool(value)
-
-
-def check_workers(num, what):
-    """``num_parallel_workers``: None or a positive int. Rows are read in the calling thread
-    (in the same order as MindSpore's ordered workers), so the value changes nothing else."""
-    if num is not None and (isinstance(num, bool) or not isinstance(num, (int, np.integer)) or num < 1):
-        raise ValueError(f"{what}: num_parallel_workers must be a positive int or None, got {num!r}")
 
 
 def _column_from(values, column, path):
