@@ -8,6 +8,7 @@ shape). A check finds every parameter that the current plan lays out differently
 saved under the old plan would not fit. The file does not set strategies.
 """
 import json
+import os
 
 from .checkpoint import layout_from_json, layout_json
 from .parameters import sliced_parameters
@@ -21,7 +22,11 @@ def _current():
 
 
 def write_strategy_file(path):
-    """Write the layouts of the parameters sliced so far to ``path``."""
+    """Write the layouts of the parameters sliced so far to ``path``, making its folder
+    if needed (as MindSpore does: model-zoo scripts name a per-rank folder not yet there)."""
+    folder = os.path.dirname(path)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
     with open(path, "w") as f:
         json.dump(_current(), f, indent=1, sort_keys=True)
 
