@@ -257,3 +257,26 @@ def test_sgd_on_float16_parameters_updates_in_float32_and_rounds_once(momentum):
             want = (want - np.float32(0.1) * g32).astype(np.float16).astype(np.float32)
     assert param.dtype == np.float16
     np.testing.assert_array_equal(param.asnumpy(), want.astype(np.float16))
+
+
+def test_cast_to_and_from_float16_equals_astype_bits_and_its_gradient(rng):
+    """ops.Cast and the engine's cast of a gradient go through the F16C kernels (NumPy's
+    own conversion loop made Wide&Deep's float16 layers cost seconds a step): same bits as
+    astype, including rounding ties, overflow to inf, subnormals and NaN."""
+    x = rng.standard_normal((64, 129)).astype(np.float32) * 1000
+    x[0, :6] = [65520.0, 1e-8, -0.0, np.inf, np.nan, 1.0 + 2.0 ** -11]
+    strided = x[:, ::2]                                   # not contiguous
+    for a in (x, strided):
+        h = ops.Cast()(ms.Tensor(a), ms.float16).asnumpy()
+        with np.errstate(over="ignore"):
+            expected = a.astype(np.float16)
+        np.testing.assert_array_equal(h.view(np.uint16), expected.view(np.uint16))
+        back = ops.Cast()(ms.Tensor(h), ms.float32).asnumpy()
+        np.testing.assert_array_equal(back, h.astype(np.float32))
+    t = ms.Tensor(x[1:])
+    t.requires_grad = True
+    y = ops.Cast()(t, ms.float16)
+    y.backward(ms.Tensor(np.full(y.shape, 0.1, np.float16)))
+    assert t.grad.dtype == np.float32
+    np.testing.assert_array_equal(t.grad.asnumpy(), np.float16(0.1).astype(np.float32))
+    assert half.convert(x, np.float64).dtype == np.float64        # other pairs: astype

@@ -329,3 +329,14 @@ def test_select_cumsum_topk_l2normalize_run_sharded_like_one_process():
     finally:
         ms.reset_auto_parallel_context()
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_common_namespace_names_the_top_level_objects():
+    """``from mindspore.common import set_seed`` (upstream Wide&Deep) and the lazily
+    reached Tensor/Parameter/ParameterTuple are the top level's objects."""
+    import minitorch_dist.common as common
+    assert common.set_seed is ms.set_seed and common.get_seed is ms.get_seed
+    assert common.Tensor is ms.Tensor and common.Parameter is ms.Parameter
+    assert common.ParameterTuple is ms.ParameterTuple and common.dtype.float16 == ms.float16
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        common.nothing
