@@ -340,3 +340,27 @@ def test_common_namespace_names_the_top_level_objects():
     assert common.ParameterTuple is ms.ParameterTuple and common.dtype.float16 == ms.float16
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         common.nothing
+
+
+def test_add_prim_attr_acts_or_says_why_not(caplog):
+    """A MindSpore primitive attribute is never dropped in silence: primitive_target and the
+    primitive's own attributes act; compiler hints are recorded with a one-time note."""
+    from minitorch_dist.ops import prim_attrs
+    prim_attrs._noted.clear()           # notes are once per process; start this test afresh
+    mm = ops.MatMul()
+    assert mm.add_prim_attr("transpose_b", True) is mm and mm.transpose_b is True
+    np.testing.assert_array_equal(mm(ms.Tensor(np.eye(2, dtype=np.float32)),
+                                     ms.Tensor(np.array([[1, 2], [3, 4]], np.float32))).asnumpy(),
+                                  [[1, 3], [2, 4]])
+    assert ops.Mul().add_prim_attr("primitive_target", "CPU").primitive_target == "CPU"
+    with caplog.at_level("WARNING", logger="minitorch_dist"):
+        r = ops.ReduceMean().add_prim_attr("cross_batch", True)
+        ops.ReduceMean().add_prim_attr("cross_batch", True)
+        ops.Reshape().add_prim_attr("not_a_mindspore_attr", 1)
+    assert r.attrs == {"cross_batch": True}
+    notes = [m.getMessage() for m in caplog.records]
+    assert sum("'cross_batch'" in n for n in notes) == 1
+    assert any("prints the global value" in n for n in notes)
+    assert any("'not_a_mindspore_attr'" in n and "does not use it" in n for n in notes)
+    with pytest.raises(TypeError, match="name must be a non-empty str"):
+        ops.Add().add_prim_attr(3, True)

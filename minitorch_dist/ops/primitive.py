@@ -20,6 +20,7 @@ from ..backend.device import _ALIASES, VALID_TARGETS
 from ..extension import extension
 from ..tensor import Tensor, _host_array
 from ..thread_state import ThreadState
+from .prim_attrs import add_prim_attr
 
 logger = logging.getLogger("minitorch_dist")
 _op_ids = itertools.count(1)
@@ -128,11 +129,10 @@ class Primitive:
         return self._target_spec
 
     def add_prim_attr(self, name, value):
-        """MindSpore spelling: ``add_prim_attr("primitive_target", "CPU")`` is ``set_device``."""
-        if name == "primitive_target":
-            return self.set_device(value)
-        setattr(self, name, value)
-        return self
+        """MindSpore's primitive attributes: ``add_prim_attr("primitive_target", "CPU")`` is
+        ``set_device``, an attribute the primitive has is set, and a compiler hint is recorded
+        with a one-time note of why it changes nothing (``ops/prim_attrs.py``)."""
+        return add_prim_attr(self, name, value)
 
     def shard(self, in_strategy=None, out_strategy=None, strategy=None):
         """Record an operator-level sharding strategy: one tuple of split counts per input,
