@@ -5,8 +5,8 @@ itself when there is one, else ``file_name`` + the shard number padded to the wi
 ``shard_num - 1`` (21 shards: ``name00`` ... ``name20``; 3 shards: ``name0`` ... ``name2``), as
 MindSpore names them. ``add_schema`` (once), optionally ``add_index``, then ``write_raw_data``
 any number of times, then ``commit``. Each ``write_raw_data`` call splits its rows into
-``shard_num`` consecutive parts, one per file, so reading the files in order without shuffle
-gives the rows in the order they were written.
+``shard_num`` consecutive parts, one per file, so the files hold about equal numbers of rows
+and, for one call, reading the files in order without shuffle gives the rows as written.
 
 The file format is this project's own (see ``shard_format``); MindSpore's ``.db`` index files
 are not written, and files written by MindSpore do not load here.
@@ -168,6 +168,6 @@ class FileWriter:
             raise RuntimeError(f"FileWriter.{what}: the writer has committed; create a new FileWriter")
 
     def __del__(self):
-        for f in self._files or ():
+        for f in getattr(self, "_files", None) or ():
             if not f.closed:
                 f.close()
