@@ -251,3 +251,14 @@ def test_upstream_style_pipeline_with_batch_and_map(tmp_path):
     out = list(data.create_dict_iterator(output_numpy=True))
     assert len(out) == 3 == data.get_dataset_size()
     assert out[0]["feat_ids"].shape == (4, 3) and out[0]["feat_ids"].dtype == np.int32
+
+
+def test_reading_without_the_crc32c_package(tmp_path, monkeypatch):
+    """The pure-Python CRC32C is the fallback when `crc32c` is not installed: same files, same rows."""
+    paths = make_files(str(tmp_path), [3])
+    expected = rows(ds.TFRecordDataset(paths, shuffle=False))
+    monkeypatch.setattr(tio, "_crc32c_c", None)
+    assert rows(ds.TFRecordDataset(paths, shuffle=False)) == expected
+    ds.write_tfrecord(paths[0], [{"id": [1]}])
+    monkeypatch.undo()
+    assert rows(ds.TFRecordDataset(paths, shuffle=False)) == [[[[1]]]]
