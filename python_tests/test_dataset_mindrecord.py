@@ -341,3 +341,15 @@ def test_preprocess_then_train_two_epochs(tmp_path):
     model = Model(net, nn.BCEWithLogitsLoss(), nn.SGD(net.trainable_params(), 0.1))
     model.train(2, data, callbacks=[Count()])
     assert steps == [1] * 6 + [2] * 6
+
+
+def test_exact_resume_positions_work_on_mind_datasets(tmp_path):
+    """set_epoch(k, skip) (what ModelCheckpoint's training state restores) replays epoch k."""
+    path = str(tmp_path / "resume.mindrecord")
+    write(path, 9, shard_num=2, schema=SIMPLE, make=simple)
+    data = ds.MindDataset(path + "0", num_shards=2, shard_id=1)
+    epochs = ids(data, epochs=3)
+    again = ds.MindDataset(path + "0", num_shards=2, shard_id=1)
+    again.set_epoch(2, skip=3)
+    assert ids(again) == [epochs[2][3:]]
+    assert again.get_epoch() == 3
