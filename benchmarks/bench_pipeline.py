@@ -10,18 +10,19 @@ and denormals distort timings).
 The figures:
 
 1. **throughput** = samples/s of the 2 pipeline ranks (1F1B, ``TrainOneStepCell`` over
-   ``nn.PipelineCell``) ÷ samples/s of one process training the whole unpipelined model on
-   the same batch of 256 (plain ``TrainOneStepCell``, no micro-batches). The baseline's
-   learning rate is the pipeline's × 8: the pipelined loss is the *sum* of the 8 micro-batch
-   MSEs (MindSpore's semantics), so both take the very same update. Target >= 1.6. The bound
-   is ``2 × (1 - bubble)`` with the simulator's bubble ``(p-1)/(m+p-1) = 1/9``: 1.78,
-   reached only if a micro-batch of 32 rows ran as fast per row as the full batch and the
-   runtime cost nothing. GPipe's throughput ratio is printed too.
-   Two figures explain the gap to the bound: **micro-batching cost** = step time of one
-   process training the whole model on the same 8 micro-batches (``nn.PipelineCell`` with
-   one stage: the pipeline's GEMM shapes, no ranks) ÷ its step time on the whole batch; and
-   **pipeline efficiency** = samples/s of the 2 ranks ÷ (2 × samples/s of that micro-batched
-   process), whose bound is ``1 - bubble`` (0.889).
+   ``nn.PipelineCell``) ÷ samples/s of one process doing the same work: the whole
+   unpipelined model on the same 8 micro-batches of 32 rows, one forward and backward each
+   (``ms.value_and_grad``), the gradients accumulated, then one update (**accum**).
+   Target >= 1.6. The bound is ``2 × (1 - bubble)`` with the simulator's bubble
+   ``(p-1)/(m+p-1) = 1/9``: 1.78, reached only with equal stages and a runtime that cost
+   nothing. Beside it, the ratio to one process taking a **plain** step on the whole batch
+   of 256 (plain ``TrainOneStepCell``, no micro-batches, learning rate × 8: the pipelined
+   loss is the *sum* of the 8 micro-batch MSEs, MindSpore's semantics, so both take the
+   very same update); no target, since a 256-row product is faster per row than a 32-row
+   one and no pipeline changes that. GPipe's ratios are printed too.
+   Two figures explain the gap: **micro-batching cost** = accum's step time ÷ the plain
+   step's, and **pipeline efficiency** = samples/s of the 2 ranks ÷ (2 × accum's samples/s),
+   whose bound is ``1 - bubble`` (0.889).
 2. **1F1B ÷ GPipe**: the step time ratio (the same bubble: expect ~1.0), and on stage 0 the
    peak activation bytes and the peak number of micro-batches alive, each schedule's, next
    to the schedule simulator's prediction (``generate_schedule(kind, 2, 8).simulate()
@@ -43,7 +44,7 @@ weight for the input gradient): the process holds them once, however many micro-
 alive. So the bytes are live activations proper.
 
 How it is timed: one command runs, ``--repeats`` times, four jobs in a rotating order
-(baseline, micro-batched, 1F1B, GPipe; then micro-batched, 1F1B, GPipe, baseline; ...), each
+(accum, plain, 1F1B, GPipe; then plain, 1F1B, GPipe, accum; ...), each
 in fresh processes: the two one-process jobs as plain processes, the pipelines on 2 ranks
 through ``python -m minitorch_dist.run``, every job under a timeout. Each job does warm-up
 steps, then its timed steps in blocks (between barriers on the ranks); its step time is the
@@ -147,20 +148,50 @@ def time_blocks(step, batches, args, barrier=None):
     return times, float(loss.asnumpy())
 
 
-def baseline_job(args, micro=False):
-    """One process, the whole model: plain TrainOneStepCell on the whole batch, or (``micro``)
-    on ``nn.PipelineCell`` with one stage, i.e. the same 8 micro-batches as the pipeline,
-    summed loss, no ranks: the same GEMM shapes as the pipeline's."""
+def baseline_job(args):
+    """One process, the whole model: plain TrainOneStepCell on the whole batch (the learning
+    rate × 8, so that the update equals the pipeline's on its summed loss)."""
     import minitorch_dist as ms
     from minitorch_dist import nn
     net = build_net(ms, nn, args, staged=False)
     loss_net = nn.WithLossCell(net, nn.MSELoss())
-    if micro:
-        loss_net = nn.PipelineCell(loss_net, args.micro)
-    opt = nn.Momentum(net.trainable_params(), LR if micro else LR * args.micro, MOMENTUM)
+    opt = nn.Momentum(net.trainable_params(), LR * args.micro, MOMENTUM)
     step = nn.TrainOneStepCell(loss_net, opt)
     times, loss = time_blocks(step, make_batches(ms, args), args)
-    return {"job": "micro" if micro else "baseline", "step_s": times, "loss": loss,
+    return {"job": "baseline", "step_s": times, "loss": loss,
+            "parameter_bytes_model": int(sum(p.data.nbytes for p in net.get_parameters()))}
+
+
+def accumulation_job(args):
+    """One process, the whole model, gradient accumulation: for each of the 8 micro-batches
+    of 32 rows a forward and a backward (``ms.value_and_grad``), the gradients added up in
+    place, then one update. The pipeline's work exactly (the same GEMM shapes, the same
+    summed loss and update), done one micro-batch after the other by one process."""
+    import minitorch_dist as ms
+    from minitorch_dist import nn
+    net = build_net(ms, nn, args, staged=False)
+    loss_net = nn.WithLossCell(net, nn.MSELoss())
+    params = net.trainable_params()
+    opt = nn.Momentum(params, LR, MOMENTUM)
+    grad_fn = ms.value_and_grad(loss_net, None, params)
+    rows = args.batch // args.micro
+
+    def step(x, y):
+        total, summed = 0.0, None
+        for k in range(args.micro):
+            part = slice(k * rows, (k + 1) * rows)
+            loss, grads = grad_fn(ms.Tensor(x.data[part]), ms.Tensor(y.data[part]))
+            total += float(loss.asnumpy())
+            if summed is None:
+                summed = list(grads)          # fresh arrays: accumulate into them
+            else:
+                for acc, g in zip(summed, grads):
+                    acc.data += g.data
+        opt(tuple(summed))
+        return ms.Tensor(np.float32(total))
+
+    times, loss = time_blocks(step, make_batches(ms, args), args)
+    return {"job": "accum", "step_s": times, "loss": loss,
             "parameter_bytes_model": int(sum(p.data.nbytes for p in net.get_parameters()))}
 
 
@@ -187,12 +218,14 @@ def pipeline_job(args, kind):
     if world.Get_rank() != 0:
         return None
     return {"job": kind, "ranks": sorted(everyone, key=lambda r: r["rank"]),
-            "step_s": times}            # rank 0's blocks: barriers make both ranks' equal
+            "step_s": times, "loss": loss}            # rank 0's blocks: barriers make both ranks' equal
 
 
 def worker(args):
-    if args.worker in ("baseline", "micro"):
-        result = baseline_job(args, micro=args.worker == "micro")
+    if args.worker == "accum":
+        result = accumulation_job(args)
+    elif args.worker == "baseline":
+        result = baseline_job(args)
     else:
         result = pipeline_job(args, args.worker)
     if result is not None:
@@ -237,7 +270,7 @@ def run_job(name, args, timeout):
              str(args.batch), "--micro", str(args.micro), "--steps", str(args.steps),
              "--warmup", str(args.warmup), "--blocks", str(args.blocks)]
     worker_args = [SCRIPT, "--worker", name] + sizes
-    if name in ("baseline", "micro"):
+    if name in ("baseline", "accum"):
         command = [sys.executable] + worker_args
     else:
         command = [sys.executable, "-m", "minitorch_dist.run", "-n", str(STAGES), "--timeout",
@@ -305,7 +338,7 @@ def driver(args):
     bubble = predicted["1f1b"]["bubble"]
     bound = STAGES * (1 - bubble)
 
-    names = ["baseline", "micro"] + list(SCHEDULES)
+    names = ["accum", "baseline"] + list(SCHEDULES)
     repeats = []
     for rep in range(args.repeats):           # rotating order: drift hits every job alike
         shift = rep % len(names)
@@ -313,11 +346,13 @@ def driver(args):
         got = {name: run_job(name, args, timeout) for name in order}
         step = {name: statistics.median(got[name]["step_s"]) for name in names}
         repeats.append({"order": order, "step_s": step,
-                        "throughput_1f1b": step["baseline"] / step["1f1b"],
-                        "throughput_gpipe": step["baseline"] / step["gpipe"],
+                        "throughput_1f1b": step["accum"] / step["1f1b"],
+                        "throughput_gpipe": step["accum"] / step["gpipe"],
+                        "plain_1f1b": step["baseline"] / step["1f1b"],
+                        "plain_gpipe": step["baseline"] / step["gpipe"],
                         "time_1f1b_over_gpipe": step["1f1b"] / step["gpipe"],
-                        "microbatching_cost": step["micro"] / step["baseline"],
-                        "pipeline_efficiency": step["micro"] / (STAGES * step["1f1b"]),
+                        "microbatching_cost": step["accum"] / step["baseline"],
+                        "pipeline_efficiency": step["accum"] / (STAGES * step["1f1b"]),
                         "results": got})
     last = repeats[-1]["results"]
     losses = [(name, r) for rep in repeats for name, r in rep["results"].items()
@@ -339,6 +374,8 @@ def driver(args):
     figures = {
         "throughput_1f1b": spread([r["throughput_1f1b"] for r in repeats]),
         "throughput_gpipe": spread([r["throughput_gpipe"] for r in repeats]),
+        "plain_1f1b": spread([r["plain_1f1b"] for r in repeats]),
+        "plain_gpipe": spread([r["plain_gpipe"] for r in repeats]),
         "time_1f1b_over_gpipe": spread([r["time_1f1b_over_gpipe"] for r in repeats]),
         "microbatching_cost": spread([r["microbatching_cost"] for r in repeats]),
         "pipeline_efficiency": spread([r["pipeline_efficiency"] for r in repeats]),
@@ -373,18 +410,18 @@ def driver(args):
     print(f"each job: {args.warmup} warm-up steps, then {args.steps // args.blocks * args.blocks}"
           f" steps in {args.blocks} blocks (median block); {args.repeats} repeats of the jobs "
           f"in rotating order")
-    print("  baseline = 1 process, whole batch; micro = 1 process, the same "
-          f"{args.micro} micro-batches (PipelineCell, 1 stage); 1f1b/gpipe = {STAGES} ranks")
+    print(f"  accum = 1 process, the same {args.micro} micro-batches, gradients accumulated, "
+          f"one update; plain = 1 process, whole batch; 1f1b/gpipe = {STAGES} ranks")
 
     print("\n1. throughput (per repeat; step times only to explain the ratios)")
     for i, rep in enumerate(repeats):
         st = rep["step_s"]
-        print(f"  repeat {i}: step ms baseline {st['baseline'] * 1e3:7.1f}  micro "
-              f"{st['micro'] * 1e3:7.1f}  1F1B {st['1f1b'] * 1e3:7.1f}  GPipe "
-              f"{st['gpipe'] * 1e3:7.1f}   speed-up 1F1B {rep['throughput_1f1b']:.2f}  GPipe "
-              f"{rep['throughput_gpipe']:.2f}   ({', '.join(rep['order'])})")
-    print(f"  bound {STAGES} x (1 - bubble {bubble:.4f}) = {bound:.2f} (simulator, F = B = 1, "
-          "and a micro-batch as fast per sample as the whole batch)")
+        print(f"  repeat {i}: step ms accum {st['accum'] * 1e3:7.1f}  plain "
+              f"{st['baseline'] * 1e3:7.1f}  1F1B {st['1f1b'] * 1e3:7.1f}  GPipe "
+              f"{st['gpipe'] * 1e3:7.1f}   1F1B / accum {rep['throughput_1f1b']:.2f}  / plain "
+              f"{rep['plain_1f1b']:.2f}   ({', '.join(rep['order'])})")
+    print(f"  bound over accum: {STAGES} x (1 - bubble {bubble:.4f}) = {bound:.2f} (simulator, "
+          "F = B = 1, free messages)")
 
     print("\n2. 1F1B vs GPipe: peak activations on each rank, measured from the live tapes "
           "(PipelineCell.stats),\n   simulator = peak micro-batches alive from "
@@ -405,13 +442,19 @@ def driver(args):
           + ("\n  QUICK run: sizes too small and too few steps for the timing ratios to mean "
              "anything" if args.quick else "")
           + "\n  (timings are noisy on a shared machine: read the ratios)")
-    print(f"  samples/s 2 pipeline ranks 1F1B / 1 process = {fmt(figures['throughput_1f1b'])}"
-          f"  (target >= {TARGET_THROUGHPUT}, bound {bound:.2f})  {'PASS' if ok else 'MISS'}")
-    print(f"  samples/s 2 pipeline ranks GPipe / 1 process = {fmt(figures['throughput_gpipe'])}")
-    print(f"  step time 1 process micro-batched / whole batch = "
+    print(f"  samples/s 2 pipeline ranks 1F1B / 1 process accumulating = "
+          f"{fmt(figures['throughput_1f1b'])}  (target >= {TARGET_THROUGHPUT}, bound "
+          f"{bound:.2f})  {'PASS' if ok else 'MISS'}")
+    print(f"  samples/s 2 pipeline ranks 1F1B / 1 process plain step = "
+          f"{fmt(figures['plain_1f1b'])}  (reported beside it, no target)")
+    print(f"  samples/s 2 pipeline ranks GPipe / 1 process accumulating = "
+          f"{fmt(figures['throughput_gpipe'])}")
+    print(f"  samples/s 2 pipeline ranks GPipe / 1 process plain step = "
+          f"{fmt(figures['plain_gpipe'])}")
+    print(f"  step time 1 process accumulating / plain step = "
           f"{fmt(figures['microbatching_cost'])}  (the price of {args.batch // args.micro}-row "
           "micro-batches, no pipeline)")
-    print(f"  samples/s 2 pipeline ranks 1F1B / (2 x 1 process micro-batched) = "
+    print(f"  samples/s 2 pipeline ranks 1F1B / (2 x 1 process accumulating) = "
           f"{fmt(figures['pipeline_efficiency'])}  (bound 1 - bubble = {1 - bubble:.3f})")
     print(f"  step time 1F1B / GPipe = {fmt(figures['time_1f1b_over_gpipe'], 3)}")
     print(f"  stage 0 peak activation bytes 1F1B / GPipe = "
@@ -434,6 +477,7 @@ def driver(args):
         with open(args.json, "w") as out:
             json.dump({"config": config, "allocator": allocator, "figures": figures,
                        "seconds": elapsed,
+                       "last_loss": {name: r["loss"] for name, r in last.items()},
                        "repeats": [{k: v for k, v in r.items() if k != "results"}
                                    for r in repeats],
                        "memory": {f"{kind} stage {stage}": m
