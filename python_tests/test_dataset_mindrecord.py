@@ -2,7 +2,6 @@
 import json
 import os
 import struct
-import warnings
 
 import numpy as np
 import pytest

@@ -70,7 +70,9 @@ def _column_from(values, column, path):
     if isinstance(values, list):                       # bytes_list
         if kind == "string":
             strings = np.array([v.decode("utf-8", "replace") for v in values])
-            return strings[0] if shape is None and len(strings) == 1 else fit_shape(strings, shape, name, where)
+            if shape is None and len(strings) == 1:
+                return strings[0]                  # one string: a scalar, as MindSpore
+            return fit_shape(strings, shape, name, where)
         if kind not in ("uint8", "int8"):
             raise ValueError(f"{where}: column {name!r} holds bytes, which read as uint8, int8 or "
                              f"string, not {kind}")

@@ -133,7 +133,8 @@ class FileWriter:
             raise ValueError(f"FileWriter.write_raw_data: raw_data must be a list of dicts, got "
                              f"{type(raw_data).__name__}")
         if not isinstance(parallel_writer, bool):
-            raise TypeError(f"FileWriter.write_raw_data: parallel_writer must be a bool, got {parallel_writer!r}")
+            raise TypeError("FileWriter.write_raw_data: parallel_writer must be a bool, got "
+                            f"{parallel_writer!r}")
         encoded = [encode_row(row, self._schema, f"FileWriter.write_raw_data: row {i}")
                    for i, row in enumerate(raw_data)]
         if self._files is None:
