@@ -352,3 +352,19 @@ def test_exact_resume_positions_work_on_mind_datasets(tmp_path):
     again.set_epoch(2, skip=3)
     assert ids(again) == [epochs[2][3:]]
     assert again.get_epoch() == 3
+
+
+def test_shards_on_real_mpi_ranks(tmp_path):
+    """MindDataset and TFRecordDataset on 2 MPI ranks: equal shard sizes, union = every row."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__)))
+    from mpi_jobs import SCRIPTS, launch, mpi_missing
+    if mpi_missing():
+        pytest.skip(mpi_missing())
+    rows = 11
+    write(str(tmp_path / "train.mindrecord"), rows, shard_num=3, schema=SIMPLE, make=simple)
+    for k in range(3):
+        ds.write_tfrecord(str(tmp_path / f"train_{k}.tfrecord"), [{"id": [i]} for i in range(k, rows, 3)])
+    done, _ = launch(2, os.path.join(SCRIPTS, "dataset_shards_check.py"), str(tmp_path), str(rows))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "DATASET_SHARDS OK world=2" in done.stdout
