@@ -354,6 +354,7 @@ def test_exact_resume_positions_work_on_mind_datasets(tmp_path):
     assert again.get_epoch() == 3
 
 
+@pytest.mark.mpi
 def test_shards_on_real_mpi_ranks(tmp_path):
     """MindDataset and TFRecordDataset on 2 MPI ranks: equal shard sizes, union = every row."""
     import sys
