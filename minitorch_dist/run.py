@@ -22,8 +22,10 @@ How a job ends (docs/failures.md has the whole story):
   Ctrl-C). If the launcher itself is killed (SIGKILL), mpiexec gets SIGTERM from the kernel,
   the ranks notice within a second that the launcher is gone, and a guard process kills
   whatever is left of the job's session.
-* A single-machine job talks over shared memory only (no TCP listeners); ``--hosts`` or
-  ``--hostfile`` start ranks on several machines, ``--iface`` names the network to use.
+* A single-machine job is not reachable from the network: the ranks talk over shared
+  memory (no TCP listeners) and Open MPI's daemon listens on loopback only
+  (``job_loopback``). ``--hosts`` or ``--hostfile`` start ranks on several machines,
+  ``--iface`` names the network their traffic uses.
 
 Otherwise the launcher returns mpiexec's code, which is non-zero when any rank failed.
 ``launch(n, argv, timeout)`` does the same from Python (tests, notebooks); ``build_command``
@@ -36,6 +38,7 @@ import functools
 import importlib.util
 import math
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -46,12 +49,13 @@ import time
 import traceback
 
 from .backend.allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
+from .job_loopback import SAVED_PRELOAD, job_environment
 from .job_output import OutputDemux
 from .job_teardown import kill_job, parent_death_signal, start_guard, stop_guard
 
-__all__ = ["build_command", "find_mpiexec", "mpi_flavor", "rank_environment", "launch", "main",
-           "check_timeout", "parse_args", "parse_options", "wait_processes", "OutputDemux",
-           "spawn"]
+__all__ = ["build_command", "find_mpiexec", "mpi_flavor", "rank_environment", "job_environment",
+           "launch", "main", "check_timeout", "parse_args", "parse_options", "wait_processes",
+           "OutputDemux", "spawn"]
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 TIMEOUT_EXIT_CODE = 124
@@ -215,7 +219,8 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
     kept in ``log_dir`` (default: a new temporary directory, removed when the job succeeds).
     ``hosts`` ("a,b" or a list) / ``hostfile`` start ranks on other machines, over the
     network ``interfaces`` named (e.g. "eth0"); without them the job stays on this machine
-    and its ranks talk over shared memory (they open no TCP port). Extra keyword arguments go to
+    and its ranks talk over shared memory (they open no TCP port), and Open MPI's daemon
+    listens on loopback only (``job_environment``). Extra keyword arguments go to
     ``subprocess.Popen``; ``stdout``/``stderr`` may be files (prefer them to pipes).
     """
     timeout = check_timeout(timeout)
@@ -237,7 +242,7 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
     else:
         _prune_job_dirs(tempfile.gettempdir())
         job_dir = tempfile.mkdtemp(prefix=JOB_DIR_PREFIX)
-    rank_env = rank_environment(env)
+    rank_env = job_environment(rank_environment(env), flavor, remote=bool(hosts or hostfile))
     rank_env["MINITORCH_DIST_JOB_DIR"] = os.path.abspath(job_dir)
     rank_env["MINITORCH_DIST_LAUNCHER_PID"] = str(os.getpid())
     process = subprocess.Popen(command, env=rank_env, start_new_session=True,
@@ -504,8 +509,13 @@ def main(args=None):
     options = parse_options(sys.argv[1:] if args is None else args)
     hosts = {key: options[key] for key in ("hosts", "hostfile", "interfaces")}
     if options["dry_run"]:
-        print(" ".join(_command(options["n"], options["argv"], None, options["oversubscribe"],
-                                **hosts)))
+        mpiexec = find_mpiexec()
+        env = job_environment({}, mpi_flavor(mpiexec), bool(options["hosts"] or
+                                                           options["hostfile"]))
+        prefix = [f"{name}={shlex.quote(env[name])}" for name in ("LD_PRELOAD", SAVED_PRELOAD)
+                  if name in env]
+        print(" ".join(prefix + _command(options["n"], options["argv"], mpiexec,
+                                         options["oversubscribe"], **hosts)))
         return 0
     try:
         return launch(options["n"], options["argv"], timeout=options["timeout"],

@@ -1,6 +1,7 @@
 """Issue 17: how launched jobs end. Signals to the launcher leave no process behind, a rank
 that leaves early ends the job within seconds and is named, ``--timeout`` takes only positive
-finite numbers, a failed job is reported once, and a single-machine job opens no TCP port."""
+finite numbers, and a failed job is reported once. (What a job's processes listen on:
+test_failures_exposure.py.)"""
 import math
 import os
 import re
@@ -158,64 +159,6 @@ def test_report_folds_identical_errors():
 def test_report_without_records_shows_what_mpiexec_said():
     text = report.format_report([], 134, "/logs", "prterun: something went wrong\n")
     assert "no rank reported an exception" in text and "something went wrong" in text
-
-
-# ---- single-machine jobs listen on no TCP port --------------------------------------------------
-def _listening_inodes():
-    inodes = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = open(table).read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if fields[3] == "0A":            # LISTEN
-                inodes[fields[9]] = fields[1]
-    return inodes
-
-
-@needs_mpi
-def test_single_machine_ranks_open_no_tcp_listener(tmp_path):
-    launcher = subprocess.Popen([sys.executable, "-m", "minitorch_dist.run", "-n", "2", "-c",
-                                 "import os, sys, time\n"
-                                 "from mpi4py import MPI\n"
-                                 "MPI.COMM_WORLD.Barrier()\n"
-                                 f"open(os.path.join({str(tmp_path)!r}, 'pid.%d' % "
-                                 "MPI.COMM_WORLD.rank), 'w').write(str(os.getpid()))\n"
-                                 "time.sleep(30)"],
-                                cwd=REPO, env=child_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while len(list(tmp_path.glob("pid.*"))) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        pids = [int(p.read_text()) for p in tmp_path.glob("pid.*")]
-        assert len(pids) == 2
-        listening = _listening_inodes()
-        for pid in pids:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                try:
-                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                except OSError:
-                    continue
-                if target.startswith("socket:["):
-                    inode = target[len("socket:["):-1]
-                    assert inode not in listening, \
-                        f"rank pid {pid} listens on {listening[inode]}"
-    finally:
-        launcher.send_signal(signal.SIGTERM)
-        launcher.communicate(timeout=30)
-
-
-def test_multi_machine_options_reach_mpiexec():
-    command = run.build_command(4, ["t.py"], "mpiexec", "py", is_root=False, cores=1,
-                                hosts=["a", "b"], interfaces="eth1")
-    assert command[command.index("--host") + 1] == "a,b"
-    assert "btl_tcp_if_include" in command and "oob_tcp_if_include" in command
-    assert "self,sm" not in command and "--oversubscribe" not in command
-    with pytest.raises(SystemExit, match="--iface only applies"):
-        run.parse_options(["-n", "2", "--iface", "eth0", "t.py"])
 
 
 def test_only_the_newest_failure_logs_are_kept(tmp_path):
