@@ -9,6 +9,7 @@ here, once, so a primitive's backward can return the gradient of its broadcast r
 import functools
 from time import perf_counter
 
+from .backend import half
 from .thread_state import ThreadState
 from .row_tensor import RowTensor
 
@@ -114,7 +115,7 @@ def _fit(grad, tensor, prim):
             raise RuntimeError(f"{prim.name}.backward returned a gradient of shape {grad.shape} "
                                f"for an input of shape {tensor.shape}")
     if grad.dtype != tensor.dtype:
-        grad = grad.astype(tensor.dtype)
+        grad = half.convert(grad, tensor.dtype)
     return grad
 
 
@@ -150,7 +151,7 @@ def _topological_nodes(roots):
 
 
 def run_backward(roots, root_grads, targets=None, retain_graph=False, defer=None,
-                 between=None):
+                 between=None, sinks=None):
     """Back-propagate ``root_grads`` (arrays) from ``roots`` (tensors).
 
     With ``targets`` (a list of tensors), return their gradients (arrays, RowTensors or None)
@@ -162,11 +163,22 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False, defer=None
     leaves' gradients of primitives that compute them separately (``split_backward``); then
     ``between()`` (a pipeline stage sends its input gradient here, early); then those weight
     gradients, from the same incoming gradients. The results are the same as without.
+
+    ``sinks`` (``{id(target): fn}``, with ``targets``) hands a target's gradient to
+    ``fn(grad)`` as soon as it is final (every node that consumes the target has run), while
+    backward goes on: a data-parallel caller writes it into a communication buffer and starts
+    sending it. ``fn`` returns the array to return for that target (which must be its own
+    memory: it is not copied) or None to keep ``grad``. It is not called for a target that
+    gets no gradient. Not combinable with ``defer`` (a deferred gradient is final only after
+    ``between``).
     """
     pending = {}   # (node, output index) -> gradient
     leaves = {}    # id(leaf) -> [leaf, gradient]
     later = []     # (node, its output gradients, input positions deferred)
     target_ids = None if targets is None else {id(t) for t in targets}
+    if sinks and (targets is None or defer):
+        raise ValueError("run_backward: sinks need targets and cannot be combined with defer")
+    sunk, taken_ids = set(), set()   # targets handed to their sink; those it replaced
 
     def deliver(tensor, grad):
         node = tensor.grad_fn
@@ -185,31 +197,41 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False, defer=None
         if root.requires_grad:
             deliver(root, _fit(grad, root, _RootPrim))
 
-    for node in _topological_nodes(roots):
+    nodes = _topological_nodes(roots)
+    # With targets, only nodes with a target below them run (a gradient of the wide weights
+    # alone skips the deep network's backward, as PyTorch's autograd.grad does).
+    useful = None if target_ids is None else _nodes_reaching(nodes, target_ids)
+    final_after = _last_consumers(nodes, sinks) if sinks else {}
+
+    def flush(ids):
+        for tid in ids:
+            entry = leaves.get(tid)
+            if entry is not None and tid not in sunk:
+                sunk.add(tid)
+                taken = sinks[tid](entry[1])
+                if taken is not None:
+                    entry[1] = taken
+                    taken_ids.add(tid)
+
+    for index, node in enumerate(nodes):
         if node.ctx is None:
             raise RuntimeError("trying to backward through the graph a second time; pass "
                                "retain_graph=True to the first backward if you need to")
-        if node.out_meta is None:
-            grad = pending.pop((node, 0), None)
-            if grad is None:
-                continue
-            if not isinstance(grad, (node.ctx.xp.ndarray, RowTensor)):
-                grad = node.ctx.xp.asarray(grad)   # a sum of 0-d arrays is a NumPy scalar
-            out_grads = (grad,)
-        else:
-            out_grads = [pending.pop((node, i), None) for i in range(len(node.out_meta))]
-            if all(g is None for g in out_grads):
-                continue
-            xp = node.ctx.xp
-            out_grads = tuple(xp.zeros(shape, dtype) if g is None else
-                              g if isinstance(g, (xp.ndarray, RowTensor)) else xp.asarray(g)
-                              for g, (shape, dtype) in zip(out_grads, node.out_meta))
-        deferred = _deferred_inputs(node, defer)
-        if deferred:
-            later.append((node, out_grads, deferred))   # weight gradients after between()
-        _call_backward(node, out_grads, deliver, skip=deferred)
-        if not retain_graph and not deferred:
-            node.ctx = None
+        if useful is not None and node not in useful:
+            if not retain_graph:
+                node.ctx = None
+            continue
+        out_grads = _output_gradients(node, pending)
+        if out_grads is not None:
+            deferred = _deferred_inputs(node, defer)
+            if deferred:
+                later.append((node, out_grads, deferred))   # weight gradients after between()
+            pruned = () if useful is None else _inputs_off_path(node, target_ids, useful)
+            _call_backward(node, out_grads, deliver, skip=deferred + pruned)
+            if not retain_graph and not deferred:
+                node.ctx = None
+        if index in final_after:
+            flush(final_after.pop(index))
 
     if later and between is not None:
         between()
@@ -220,14 +242,66 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False, defer=None
 
     # The gradients handed out must own their memory: optimizers and reducers update them in
     # place, and Add's backward (for one) gives the same array to both of its inputs.
+    if sinks:   # targets with no consumer (a root, say) or whose consumers were skipped
+        flush([tid for tid in sinks if tid in leaves])
     claimed = {id(_memory_owner(g)): g for g in root_grads if not isinstance(g, RowTensor)}
-    for entry in leaves.values():
-        entry[1] = _own(entry[1], claimed, entry[0].device.xp)
+    for tid, entry in leaves.items():
+        if tid not in taken_ids:       # a sink's array is its own memory, handed out as is
+            entry[1] = _own(entry[1], claimed, entry[0].device.xp)
     if targets is not None:
         return [leaves[id(t)][1] if id(t) in leaves else None for t in targets]
     for tensor, grad in leaves.values():
         tensor._accumulate_grad(grad)
     return None
+
+
+def _output_gradients(node, pending):
+    """The gradients of ``node``'s outputs taken from ``pending`` (zeros for an output that got
+    none), or None when no output got one (the node is skipped)."""
+    if node.out_meta is None:
+        grad = pending.pop((node, 0), None)
+        if grad is None:
+            return None
+        if not isinstance(grad, (node.ctx.xp.ndarray, RowTensor)):
+            grad = node.ctx.xp.asarray(grad)   # a sum of 0-d arrays is a NumPy scalar
+        return (grad,)
+    out_grads = [pending.pop((node, i), None) for i in range(len(node.out_meta))]
+    if all(g is None for g in out_grads):
+        return None
+    xp = node.ctx.xp
+    return tuple(xp.zeros(shape, dtype) if g is None else
+                 g if isinstance(g, (xp.ndarray, RowTensor)) else xp.asarray(g)
+                 for g, (shape, dtype) in zip(out_grads, node.out_meta))
+
+
+def _last_consumers(nodes, sinks):
+    """``{node index: [target ids]}``: after which node each sink target's gradient is final."""
+    last = {}
+    for index, node in enumerate(nodes):
+        for inp in node.inputs:
+            if inp is not None and id(inp) in sinks:
+                last[id(inp)] = index
+    by_index = {}
+    for tid, index in last.items():
+        by_index.setdefault(index, []).append(tid)
+    return by_index
+
+
+def _nodes_reaching(nodes, target_ids):
+    """The nodes (of ``nodes``, consumers first) from which some target is reached."""
+    useful = set()
+    for node in reversed(nodes):          # producers first
+        for inp in node.inputs:
+            if inp is not None and (id(inp) in target_ids or inp.grad_fn in useful):
+                useful.add(node)
+                break
+    return useful
+
+
+def _inputs_off_path(node, target_ids, useful):
+    """Positions of ``node``'s inputs whose gradient reaches no target: not computed."""
+    return tuple(i for i, t in enumerate(node.inputs)
+                 if t is not None and id(t) not in target_ids and t.grad_fn not in useful)
 
 
 def _deferred_inputs(node, defer):
