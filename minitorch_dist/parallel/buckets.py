@@ -149,14 +149,18 @@ def launch_allreduce(comm, array, out):
 def launch_bucket(comm, bucket, arrays, out, scale=1.0):
     """Allreduce one bucket of ``arrays`` into the flat ``out``: ``(request, owed)``.
 
-    A gradient sent alone and already contiguous goes on the wire as it is (no packing
-    copy) and ``owed`` is the ``scale`` still to apply to the result; otherwise the members
-    are packed into ``out`` times ``scale`` and ``owed`` is 1.
+    A gradient sent alone goes on the wire unscaled (as it is when contiguous: no packing
+    copy) and ``owed`` is the ``scale`` still to apply to the result; packed members are
+    multiplied by ``scale`` while packing and ``owed`` is 1. Which one depends only on the
+    plan, never on a rank's own array (a missing or non-contiguous gradient on one rank
+    must not change what the others owe).
     """
     g = arrays[bucket.members[0]]
-    if not bucket.fused and g is not None and g.flags.c_contiguous:
+    if bucket.fused:
+        return launch_allreduce(comm, pack(bucket, arrays, out, scale), out), 1.0
+    if g is not None and g.flags.c_contiguous:
         return launch_allreduce(comm, g.reshape(-1), out), scale
-    return launch_allreduce(comm, pack(bucket, arrays, out, scale), out), 1.0
+    return launch_allreduce(comm, pack(bucket, arrays, out), out), scale
 
 
 class BucketedAllreduce:
@@ -173,6 +177,7 @@ class BucketedAllreduce:
         self.buff_size = buff_size
         self._plans = {}
         self._buffers = {}
+        self._views = {}
 
     def plan(self, params, threshold, half=False, splits=()):
         """``[(bucket, device, wire dtype, result dtype)]`` for these parameters.
@@ -204,6 +209,16 @@ class BucketedAllreduce:
         if buf is None:
             buf = self._buffers[key] = device.xp.empty(bucket.size, dtype)
         return buf
+
+    def views(self, tag, bucket, device, dtype, shapes):
+        """``{position: view}`` of every member's slot in ``buffer(tag, ...)``, shaped like
+        ``shapes[position]``; kept between steps, so a slot is recognised by identity."""
+        key = (tag, bucket.members, device, np.dtype(dtype))
+        views = self._views.get(key)
+        if views is None:
+            flat = self.buffer(tag, bucket, device, dtype)
+            views = self._views[key] = dict(unpack(bucket, flat, shapes))
+        return views
 
     def start(self, params, grads, threshold, half=False, prescale=1.0, clip=None):
         """Pack and launch every bucket; returns the pending list for ``finish``.

@@ -37,6 +37,7 @@ from ..communication.communicator import Communicator
 from ..communication.reduction import array_module
 from ..tensor import Tensor
 from .grad_arrays import gradient_array
+from .bucket_fill import BucketFill
 from .buckets import BucketedAllreduce, fused_broadcast, pack, unpack
 from .loss_scale import resolve_loss_scale
 from .partial_update import PartialUpdateSchedule, average_chunk
@@ -116,15 +117,16 @@ class DistOpt:
         return self.backward_and_update(loss)
 
     def backward_and_update(self, loss, threshold=DEFAULT_THRESHOLD):
-        """Backward, fused fp32 allreduce of the gradients, mean, update."""
-        return self.step(self.backward(loss), "fp32", threshold=threshold)
+        """Backward writing the gradients into the fused buckets (each bucket's allreduce
+        starts when it is full), mean, update."""
+        return self._step(None, loss, "fp32", threshold=threshold)
 
     def backward_and_update_half(self, loss, threshold=DEFAULT_THRESHOLD, clipping=False,
                                  clip_Value=100):
         """Like ``backward_and_update`` with float16 on the wire (values clamped to
         ``±clip_Value`` first when ``clipping``)."""
-        return self.step(self.backward(loss), "fp16", threshold=threshold, clipping=clipping,
-                         clip_Value=clip_Value)
+        return self._step(None, loss, "fp16", threshold=threshold, clipping=clipping,
+                          clip_Value=clip_Value)
 
     def backward_and_partial_update(self, loss, threshold=DEFAULT_THRESHOLD):
         """Local update, then average chunk ``partial`` of the parameters. The chunks come from
@@ -137,11 +139,17 @@ class DistOpt:
         ``corr`` keeps what was not sent for the next step (error feedback)."""
         check_spars(spars, topK)
         option = "sparseTopK" if topK else "sparseThreshold"
-        return self.step(self.backward(loss), option, spars=spars, corr=corr, threshold=threshold)
+        return self._step(None, loss, option, spars=spars, corr=corr, threshold=threshold)
 
     # ---- building blocks --------------------------------------------------------------------
     def backward(self, loss):
         """Gradients of ``loss`` (times the loss scale, if any) for ``opt.parameters``: arrays."""
+        found = self._run_backward(loss)
+        return [gradient_array(g, p, "DistOpt") for g, p in zip(found, self.parameters)]
+
+    def _run_backward(self, loss, sinks=None):
+        """The engine's gradients of ``loss`` for ``opt.parameters``, as they come (``sinks``,
+        ``run_backward``'s, take them into buffers as soon as each one is final)."""
         if not isinstance(loss, Tensor) or not loss.requires_grad:
             raise ValueError("DistOpt.backward: loss must be a Tensor computed from the "
                              "parameters with gradients enabled")
@@ -149,8 +157,8 @@ class DistOpt:
             raise ValueError(f"DistOpt.backward: loss must have one element, got shape "
                              f"{loss.shape}")
         seed = loss.device.xp.full(loss.shape, self._scale(), loss.dtype)
-        found = autograd.run_backward([loss], [seed], targets=list(self.parameters))
-        return [gradient_array(g, p, "DistOpt") for g, p in zip(found, self.parameters)]
+        return autograd.run_backward([loss], [seed], targets=list(self.parameters),
+                                     sinks=sinks)
 
     def step(self, grads, dist_option="fp32", spars=None, topK=None, corr=True,
              threshold=DEFAULT_THRESHOLD, clipping=False, clip_Value=100):
@@ -158,6 +166,13 @@ class DistOpt:
 
         Returns False when dynamic loss scaling skipped the step, else True.
         """
+        return self._step(grads, None, dist_option, spars, topK, corr, threshold, clipping,
+                          clip_Value)
+
+    def _step(self, grads, loss, dist_option, spars=None, topK=None, corr=True,
+              threshold=DEFAULT_THRESHOLD, clipping=False, clip_Value=100):
+        """``step`` on ``grads``, or on ``loss``: then backward runs here, writing the gradients
+        into the buckets' buffers (``BucketFill``) instead of arrays packed afterwards."""
         option = _ALIASES.get(dist_option, dist_option)
         if option not in DIST_OPTIONS:
             raise ValueError(f"DistOpt.step: dist_option must be one of {DIST_OPTIONS}, got "
@@ -168,16 +183,20 @@ class DistOpt:
             if topK is not None and bool(topK) != (option == "sparseTopK"):
                 raise ValueError(f"DistOpt.step: topK={topK!r} contradicts dist_option={option!r}")
             spars = check_spars(0.05 if spars is None else spars, option == "sparseTopK")
-        grads = self._gradients(grads)
+        if grads is not None:
+            grads = self._gradients(grads)
+        elif option == "partialUpdate":   # updates from each rank's own arrays: nothing to fill
+            grads, loss = self.backward(loss), None
         before = self._comm_totals()
         if option == "partialUpdate":
             applied = self._partial_step(grads)
         elif sparse:
-            applied = self._sparse_step(grads, threshold, spars, option == "sparseTopK", corr)
+            applied = self._sparse_step(grads, loss, threshold, spars, option == "sparseTopK",
+                                        corr)
         else:
             half = option == "fp16"
             clip = float(clip_Value) if clipping and half else None
-            applied = self._dense_step(grads, threshold, half, clip)
+            applied = self._dense_step(grads, loss, threshold, half, clip)
         self._record(option, before)
         return applied
 
@@ -208,7 +227,7 @@ class DistOpt:
         self._option_stats.clear()
 
     # ---- the options ------------------------------------------------------------------------
-    def _dense_step(self, grads, threshold, half, clip):
+    def _dense_step(self, grads, loss, threshold, half, clip):
         params, world, scale = self.parameters, self.world_size, self._scale()
         # fp16: divide by the world size before casting, so the sum cannot exceed the largest
         # local value; the loss scale stays on the wire (that is what keeps small values alive).
@@ -218,7 +237,11 @@ class DistOpt:
         prescale = 1.0 / world if early else 1.0
         wire_clip = None if clip is None else clip * scale * prescale
         divisor = scale if early else world * scale
-        pending = self._fused.start(params, grads, threshold, half, prescale, wire_clip)
+        if loss is None:
+            pending = self._fused.start(params, grads, threshold, half, prescale, wire_clip)
+        else:           # backward writes into the buckets and launches each one when full
+            fill = BucketFill(self._fused, params, threshold, half, prescale, wire_clip)
+            pending = fill.launch_rest(self._run_backward(loss, fill.sinks))
         if self.loss_scale is None and half:   # an fp16 overflow must not reach the weights
             pending = [self._fused.finish(params, item, divisor) for item in pending]
             _check_half_finite(pending, world)
@@ -257,16 +280,20 @@ class DistOpt:
         self.partial = (self.partial + 1) % self.partial_period
         return True
 
-    def _sparse_step(self, grads, threshold, spars, topK, corr):
+    def _sparse_step(self, grads, loss, threshold, spars, topK, corr):
+        params, inv = self.parameters, 1.0 / self._scale()
+        if loss is not None:    # backward writes grad / loss scale into the selection buffers
+            fill = BucketFill(self._fused, params, threshold, prescale=inv, launch=False,
+                              tag="acc")
+            grads = fill.complete(self._run_backward(loss, fill.sinks))
         if self.loss_scale is not None and not self.loss_scale.update(self._agree_finite(grads)):
             return False
-        params, inv = self.parameters, 1.0 / self._scale()
         shapes = [p.shape for p in params]
         for bucket, device, _, dtype in self._fused.plan(params, threshold):
             xp, n = device.xp, bucket.size
-            acc = pack(bucket, grads, self._fused.buffer("acc", bucket, device, dtype))
-            if inv != 1.0:
-                acc *= inv
+            acc = self._fused.buffer("acc", bucket, device, dtype)
+            if loss is None:
+                pack(bucket, grads, acc, inv)
             if corr:
                 self._feedback.add_into(bucket, acc)
             if topK:
