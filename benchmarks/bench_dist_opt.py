@@ -4,16 +4,21 @@ All three use SINGA's MNIST CNN (examples/mnist_cnn.py: 431,080 float32 paramete
 
 1. **wire**: the bytes a rank sends per step, from ``DistOpt.comm_stats()`` on 2 ranks, for
    every dist option, relative to fp32 (targets: fp16 <= 0.5, sparseTopK at 1% <= 0.025);
-2. **comm**: ``DistOpt.step(grads, "fp32")`` with an optimizer that changes nothing, against
-   one raw mpi4py ``Allreduce`` of as many float32s as the model has (target <= 1.1x);
-3. **scaling**: samples/s of DistOpt fp32 + momentum SGD training at batch 32 per rank with
-   one BLAS thread per rank, 2 ranks vs 1 (target >= 1.8x).
+2. **comm**: DistOpt's fp32 exchange with an optimizer that changes nothing, against one raw
+   mpi4py ``Allreduce`` of as many float32s as the model has (target <= 1.1x). The exchange
+   is what ``backward_and_update`` does after backward: backward has already written the
+   gradients into the fused bucket (``BucketFill``), so what is left is the allreduce of the
+   bucket, in place, and the per-parameter views. The copy into the bucket, now part of
+   backward, and the older path (``step(grads)``, which packs after backward) are shown too;
+3. **scaling**: samples/s of DistOpt fp32 (``backward_and_update``, SINGA's ``opt(loss)``) +
+   momentum SGD training at batch 32 per rank with one BLAS thread per rank, 2 ranks vs 1
+   (target >= 1.9x).
 
 The driver re-launches this file under ``python -m minitorch_dist.run`` (``--worker``), each
 job with a timeout, and prints what the ranks report. Timings are interleaved and medians, so
 machine noise hits all sides alike: read the ratios, not the absolute times.
 
-    python benchmarks/bench_dist_opt.py [--quick] [--repeats 5] [--steps 80] [--rounds 400]
+    python benchmarks/bench_dist_opt.py [--quick] [--repeats 7] [--steps 80] [--rounds 400]
 """
 import argparse
 import json
@@ -34,7 +39,7 @@ SCRIPT = os.path.abspath(__file__)
 sys.path.insert(0, REPO)
 MARK = "@@result "          # a worker's result line: MARK + JSON (rank 0 only)
 LR, MOMENTUM, BATCH = 0.005, 0.9, 32
-TARGETS = {"fp16": 0.5, "topk": 0.025, "comm": 1.1, "scaling": 1.8}
+TARGETS = {"fp16": 0.5, "topk": 0.025, "comm": 1.1, "scaling": 1.9}
 
 
 # ============================================================================ worker (one rank)
@@ -133,46 +138,59 @@ def comm_job(args, comm, rank):
     counts the slower rank's time (a collective is done when its last rank is). The raw
     Allreduce (separate send and receive buffers) is the reference the target names: one
     call, nothing else; the in-place one is shown too, as Open MPI's shared-memory path is
-    faster in place and DistOpt's buffer is reduced in place. DistOpt.step with ``NoUpdate``
-    pays everything DistOpt adds and nothing of an optimizer: gradient checks, packing into
-    the fused buffer (one copy, with the division by a power-of-two world size folded in),
-    the allreduce as DistOpt issues it (over MPI the blocking in-place Allreduce, see
-    ``launch_allreduce``) and the per-parameter views.
-    BucketedAllreduce start+finish is the same minus DistOpt's Python bookkeeping, to show
-    where the overhead lives.
+    faster in place and DistOpt's bucket is reduced in place.
+
+    "DistOpt exchange, grads in bucket" is what ``backward_and_update`` runs after backward,
+    with ``NoUpdate``: backward's sinks have already written the gradients (times 1/2, the
+    pre-division) into the bucket (untimed here: it is part of backward), then the bucket's
+    allreduce, the per-parameter views and the optimizer calls. "copy into bucket" times those
+    sinks alone (the work that moved into backward, where the gradients are still in cache).
+    "DistOpt.step fp32 (packs after)" is the path for gradients handed over as arrays
+    (``step(grads)``): gradient checks, packing into the bucket, the allreduce, the views.
     """
     from mpi4py import MPI
     ms, nn, DistOpt, CNN = _model_parts()
-    from minitorch_dist.parallel.buckets import BucketedAllreduce
+    from minitorch_dist.parallel.bucket_fill import BucketFill
     from minitorch_dist.parallel.dist_opt import DEFAULT_THRESHOLD
     ms.set_seed(0)
     params = CNN().trainable_params()
     dist = DistOpt(NoUpdate(params))
     rng = np.random.default_rng(rank)
     grads = [rng.standard_normal(p.shape, dtype=np.float32) for p in params]
-    fused = BucketedAllreduce(dist.communicator, dist.buffSize)
     world = MPI.COMM_WORLD
     send = np.concatenate([g.ravel() for g in grads])
     recv = np.empty_like(send)
     zeros = np.zeros_like(send)      # an in-place sum of zeros stays finite round after round
+    prescale, found = 1.0 / dist.world_size, [None] * len(params)
+    state = {}
 
-    def bucketed():
-        for item in fused.start(params, grads, DEFAULT_THRESHOLD):
-            fused.finish(params, item, dist.world_size)
+    def fill_bucket():               # what backward's sinks do (launch=False: no allreduce yet)
+        state["fill"] = fill = BucketFill(dist._fused, params, DEFAULT_THRESHOLD,
+                                          prescale=prescale, launch=False)
+        for pos, (p, g) in enumerate(zip(params, grads)):
+            found[pos] = fill.sinks[id(p)](g)
 
-    contenders = {"DistOpt.step fp32 (NoUpdate)": lambda: dist.step(grads, "fp32"),
-                  "BucketedAllreduce start+finish": bucketed,
-                  "raw MPI Allreduce": lambda: world.Allreduce(send, recv, op=MPI.SUM),
-                  "raw MPI Allreduce IN_PLACE": lambda: world.Allreduce(MPI.IN_PLACE, zeros,
-                                                                         op=MPI.SUM)}
+    def exchange():                  # DistOpt._dense_step after backward (1/2 already applied)
+        dist._apply_dense(state["fill"].launch_rest(found), False, 1)
+
+    # name: (untimed preparation or None, timed call)
+    contenders = {"DistOpt exchange, grads in bucket": (fill_bucket, exchange),
+                  "copy into bucket (in backward)": (None, fill_bucket),
+                  "DistOpt.step fp32 (packs after)": (None, lambda: dist.step(grads, "fp32")),
+                  "raw MPI Allreduce": (None, lambda: world.Allreduce(send, recv, op=MPI.SUM)),
+                  "raw MPI Allreduce IN_PLACE": (None, lambda: world.Allreduce(
+                      MPI.IN_PLACE, zeros, op=MPI.SUM))}
     names = list(contenders)
     times = {k: [] for k in names}
     for r in range(args.warmup + args.rounds):
         shift = r % len(names)
         for k in names[shift:] + names[:shift]:
+            prepare, call = contenders[k]
+            if prepare is not None:
+                prepare()
             world.Barrier()
             start = time.perf_counter()
-            contenders[k]()
+            call()
             elapsed = time.perf_counter() - start
             if r >= args.warmup:
                 times[k].append(elapsed)
@@ -186,7 +204,7 @@ def comm_job(args, comm, rank):
 
 
 def train_job(args, comm, rank):
-    """Samples/s of DistOpt fp32 training on this job's ranks.
+    """Samples/s of DistOpt fp32 training (``backward_and_update``) on this job's ranks.
 
     One model per process, as in real training: timing a second model in the same process
     (say, the plain optimizer) doubles the working set and slowed the 1-rank figure by ~25%,
@@ -200,7 +218,10 @@ def train_job(args, comm, rank):
     ms.set_seed(0)
     net = CNN()
     dist = DistOpt(nn.SGD(net.trainable_params(), LR, momentum=MOMENTUM))
-    step = training_step(ms, nn, net, dist.opt, dist)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step(x, y):                        # SINGA's train_cnn.py: out, loss; opt(loss)
+        dist(loss_fn(net(x), y))
     for i in range(args.warmup):           # warm-up: caches, buffers, first-touch pages
         step(*batches[i % len(batches)])
     # Blocks of steps between barriers; the median block time keeps a burst of load from
@@ -292,14 +313,15 @@ def report_comm(comm):
           f"median ms of the slower rank over {comm['rounds']} interleaved rounds")
     for name, ms_ in med.items():
         print(f"  {name:<34}{ms_:9.3f} ms   x{ms_ / raw:.2f} of raw")
-    print("  (DistOpt.step adds to the wire call: packing the gradients into its fused buffer "
-          "(one copy,\n   about what in-place saves over separate buffers) and its Python "
-          "bookkeeping; see comm_job)")
-    return med["DistOpt.step fp32 (NoUpdate)"] / raw
+    print("  (backward writes the gradients into the bucket, so the exchange is the in-place "
+          "allreduce\n   and bookkeeping; the copy is timed on its own, the older packing path "
+          "beside it; see comm_job)")
+    print(f"  packing path step(grads) / raw: {med['DistOpt.step fp32 (packs after)'] / raw:.2f}")
+    return med["DistOpt exchange, grads in bucket"] / raw
 
 
 def report_scaling(pairs):
-    print(f"\n3. scaling, SINGA CNN, DistOpt fp32 + momentum SGD, batch {BATCH} per rank, "
+    print(f"\n3. scaling, SINGA CNN, DistOpt backward_and_update + momentum SGD, batch {BATCH} per rank, "
           "1 BLAS thread per rank\n   (samples/s from the median block of steps; 1- and "
           "2-rank jobs alternate 1,2,2,1,...)")
     ratios = []
@@ -358,7 +380,7 @@ def main(argv=None):
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     defaults = dict(repeats=1, steps=6, warmup=2, rounds=30, blocks=2) if args.quick else \
-        dict(repeats=5, steps=80, warmup=5, rounds=400, blocks=8)
+        dict(repeats=7, steps=80, warmup=5, rounds=400, blocks=8)
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)

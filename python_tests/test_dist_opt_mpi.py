@@ -54,6 +54,18 @@ def test_other_options_on_real_ranks(n, args, tol):
 
 @pytest.mark.mpi
 @needs_mpi
+@pytest.mark.parametrize("n, option", [(2, "fp32"), (4, "fp32"), (2, "sparseTopK")])
+def test_gradients_written_into_buckets_still_equal_one_process_to_1e6(n, option):
+    """``backward_and_*`` write the gradients into the buckets during backward; with 256-byte
+    buckets several of them are launched before backward ends (blocking over MPI). The
+    result must stay within 1e-6 of one process on the full batch."""
+    done, _ = mpi_job(n, "--option", option, "--spars", "1.0", "--steps", "8",
+                      "--buff-size", "256", "--tol", "1e-6")
+    _assert_matches_one_process(done, n, 1e-6)
+
+
+@pytest.mark.mpi
+@needs_mpi
 def test_a_rank_that_raises_ends_the_job_nonzero_within_the_timeout():
     done, elapsed = mpi_job(4, "--fail-rank", "2")
     assert done.returncode not in (0, 124), done.stdout + done.stderr   # not killed by timeout

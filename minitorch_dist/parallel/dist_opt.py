@@ -242,6 +242,12 @@ class DistOpt:
         else:           # backward writes into the buckets and launches each one when full
             fill = BucketFill(self._fused, params, threshold, half, prescale, wire_clip)
             pending = fill.launch_rest(self._run_backward(loss, fill.sinks))
+        return self._apply_dense(pending, half, divisor)
+
+    def _apply_dense(self, pending, half, divisor):
+        """Wait for each launched bucket, divide by ``divisor`` and update (all buckets first
+        where an overflow check must come before any update)."""
+        params, world = self.parameters, self.world_size
         if self.loss_scale is None and half:   # an fp16 overflow must not reach the weights
             pending = [self._fused.finish(params, item, divisor) for item in pending]
             _check_half_finite(pending, world)
