@@ -203,8 +203,10 @@ def comm_job(args, comm, rank):
             "median_ms": medians}
 
 
-def train_job(args, comm, rank):
-    """Samples/s of DistOpt fp32 training (``backward_and_update``) on this job's ranks.
+def train_job(args, comm, rank, packing=False):
+    """Samples/s of DistOpt fp32 training (``backward_and_update``) on this job's ranks;
+    ``packing``: ``value_and_grad`` then ``DistOpt.step(grads)``, which packs the gradients
+    into the bucket after backward (the only path before gradients were written in place).
 
     One model per process, as in real training: timing a second model in the same process
     (say, the plain optimizer) doubles the working set and slowed the 1-rank figure by ~25%,
@@ -222,6 +224,8 @@ def train_job(args, comm, rank):
 
     def step(x, y):                        # SINGA's train_cnn.py: out, loss; opt(loss)
         dist(loss_fn(net(x), y))
+    if packing:
+        step = training_step(ms, nn, net, dist.opt, dist)
     for i in range(args.warmup):           # warm-up: caches, buffers, first-touch pages
         step(*batches[i % len(batches)])
     # Blocks of steps between barriers; the median block time keeps a burst of load from
@@ -244,7 +248,8 @@ def worker(args):
     from minitorch_dist.communication import get_communicator, get_rank, init
     init()
     comm, rank = get_communicator(), get_rank()
-    jobs = {"wire": wire_job, "comm": comm_job, "train": train_job}
+    jobs = {"wire": wire_job, "comm": comm_job, "train": train_job,
+            "train_packing": lambda *a: train_job(*a, packing=True)}
     for name in args.worker.split(","):
         result = jobs[name](args, comm, rank)
         if rank == 0:
@@ -320,10 +325,11 @@ def report_comm(comm):
     return med["DistOpt exchange, grads in bucket"] / raw
 
 
-def report_scaling(pairs):
-    print(f"\n3. scaling, SINGA CNN, DistOpt backward_and_update + momentum SGD, batch {BATCH} per rank, "
-          "1 BLAS thread per rank\n   (samples/s from the median block of steps; 1- and "
-          "2-rank jobs alternate 1,2,2,1,...)")
+def report_scaling(pairs, title=True):
+    if title:
+        print(f"\n3. scaling, SINGA CNN, DistOpt backward_and_update + momentum SGD, batch "
+              f"{BATCH} per rank, 1 BLAS thread per rank\n   (samples/s from the median block "
+              "of steps; 1- and 2-rank jobs alternate 1,2,2,1,...)")
     ratios = []
     for i, (one, two) in enumerate(pairs):
         s1, s2 = one["samples_per_s"], two["samples_per_s"]
@@ -343,17 +349,24 @@ def driver(args):
     timeout = 60 if args.quick else 300
     start = time.monotonic()
     first = launch(2, "wire,comm", args, timeout)
-    pairs = []
+    paths = ["train", "train_packing"] if args.with_packing else ["train"]
+    pairs = {path: [] for path in paths}
     for rep in range(args.repeats):       # ABBA order: drift in machine load cancels out
-        order = (1, 2) if rep % 2 == 0 else (2, 1)
-        got = {n: launch(n, "train", args, timeout)["train"] for n in order}
-        pairs.append((got[1], got[2]))
+        order = [(n, path) for n in (1, 2) for path in paths]
+        if rep % 2:
+            order.reverse()
+        got = {(n, path): launch(n, path, args, timeout)[path] for n, path in order}
+        for path in paths:
+            pairs[path].append((got[1, path], got[2, path]))
     print(f"DistOpt benchmark: python {sys.version.split()[0]}, numpy {np.__version__}, "
           f"mpi4py {mpi4py.__version__}, cpus {os.cpu_count()}, C++ kernels "
           f"{'on' if first['wire']['cpp'] else 'off'}{', QUICK' if args.quick else ''}")
     fp16, topk = report_wire(first["wire"])
     comm = report_comm(first["comm"])
-    scaling = report_scaling(pairs)
+    scaling = report_scaling(pairs["train"])
+    if args.with_packing:
+        print("   the same with value_and_grad + DistOpt.step(grads) (packs after backward):")
+        packing = report_scaling(pairs["train_packing"], title=False)
     print("\nsummary (timings are noisy on a shared machine: re-measure on a quiet one)"
           + ("\n  QUICK run: too few steps and rounds for the timing ratios to mean anything"
              if args.quick else ""))
@@ -365,6 +378,8 @@ def driver(args):
           f"{TARGETS['comm']})  {verdict(comm, TARGETS['comm'])}")
     print(f"  samples/s 2 ranks / 1 rank = {scaling:.2f}  (target >= {TARGETS['scaling']})  "
           f"{verdict(scaling, TARGETS['scaling'], lower_is_better=False)}")
+    if args.with_packing:
+        print(f"  (value_and_grad + step(grads), packing after backward: {packing:.2f})")
     print(f"  ({time.monotonic() - start:.0f} s in all)")
 
 
@@ -377,6 +392,8 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps/rounds first")
     parser.add_argument("--rounds", type=int, default=None, help="communication rounds")
     parser.add_argument("--blocks", type=int, default=None, help="blocks of timed training steps")
+    parser.add_argument("--with-packing", action="store_true",
+                        help="also time the packing path (value_and_grad + step(grads))")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     defaults = dict(repeats=1, steps=6, warmup=2, rounds=30, blocks=2) if args.quick else \
