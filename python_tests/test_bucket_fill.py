@@ -206,3 +206,28 @@ def test_a_parameter_without_gradient_on_one_rank_keeps_the_launch_order(filled)
         for i in range(len(SHAPES)):
             mean = (grads[0][i] + grads[1][i]) / np.float32(2)
             np.testing.assert_allclose(after[i], before[i] - mean, rtol=1e-6, atol=1e-7)
+
+
+def test_filling_on_the_virtual_gpu_equals_packing(virtual_gpu):
+    def run(comm):
+        out = []
+        for filled in (True, False):
+            params = [ms.Parameter(ms.Tensor(np.full(s, 0.5 * (i + 1), np.float32)),
+                                   name=f"p{i}", device="GPU")
+                      for i, s in enumerate([(3, 2), (2,)])]
+            opt = DistOpt(nn.SGD(params, 0.5), communicator=comm)
+            x = ms.Tensor(np.full((1, 3), comm.rank + 1.0, np.float32), device="GPU")
+            for option in ("fp32", "fp16", "sparseTopK"):
+                loss = ((ms.ops.matmul(x, params[0]) + params[1]) ** 2).sum()
+                kwargs = {"spars": 1.0} if option == "sparseTopK" else {}
+                if filled:
+                    take_step(opt, option, loss, **kwargs)
+                else:
+                    opt.step(opt.backward(loss), option, threshold=THRESHOLD, **kwargs)
+            out.append([(p.device.is_host, p.asnumpy()) for p in params])
+        return out
+
+    for filled, packed in run_ranks(2, run, timeout=TIMEOUT):
+        for (on_host, got), (_, want) in zip(filled, packed):
+            assert not on_host
+            np.testing.assert_array_equal(got, want)
