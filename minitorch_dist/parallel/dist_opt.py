@@ -11,6 +11,12 @@ agree across ranks. Five ways to do it (``step(grads, dist_option=...)`` and the
 * ``sparseTopK``: send the fraction ``spars`` of largest-magnitude entries (error feedback);
 * ``sparseThreshold``: send the entries with ``|g| >= spars``, capped (error feedback).
 
+The ``backward_and_*`` methods run backward themselves, so (like SINGA's generator
+backward) they have it write every gradient straight into its slot of a fused bucket as
+soon as it is final, each bucket's allreduce starting when its last gradient arrives
+(``bucket_fill.py``); ``step(grads)`` packs arrays it is handed instead. Both give the same
+bits.
+
 It fixes what SINGA's version got wrong (see ``shared/reference/distopt.md`` section 6):
 rank 0's parameters are broadcast at construction and every rank's model is checked to
 match; fp16 divides before the sum; top-K compares true magnitudes; threshold mode is
