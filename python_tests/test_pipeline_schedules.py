@@ -92,7 +92,7 @@ def test_generated_schedules_validate(kind, chunks, p):
             if p == 1:                 # adjacent stages share the rank: no messages
                 assert all(a.is_compute for a in actions)
             if kind == "forward":
-                assert all(a.kind in ("F", "SEND_F", "RECV_F") for a in actions)
+                assert all(a.kind in ("F", "SEND_F", "RECV_F", "WAIT_F") for a in actions)
         if m in (p, 3 * p + 1):         # unbalanced costs and slow messages still finish
             s.simulate(forward_cost=lambda stage: 1 + stage % 2, backward_cost=2,
                        send_cost=0.5)
@@ -200,8 +200,8 @@ def good():
     """A valid 2-rank, 2-micro-batch 1F1B schedule to break."""
     s = generate_schedule("1f1b", 2, 2)
     assert _lists(s) == {
-        0: "0F0 0SEND_F0 0RECV_B0 0F1 0SEND_F1 0RECV_B1 0B0 0B1".split(),
-        1: "1RECV_F0 1F0 1RECV_F1 1B0 1SEND_B0 1F1 1B1 1SEND_B1".split()}
+        0: "0F0 0SEND_F0 0RECV_B0 0F1 0SEND_F1 0RECV_B1 0WAIT_F0 0B0 0WAIT_F1 0B1".split(),
+        1: "1RECV_F0 1F0 1RECV_F1 1B0 1SEND_B0 1F1 1B1 1SEND_B1 1WAIT_B0 1WAIT_B1".split()}
     return s
 
 
@@ -262,7 +262,7 @@ def test_rejects_same_rank_order_deadlock():
 def test_rejects_duplicated_f(good):
     bad = _broken(good, lambda l: l[0].append("0F1"))
     with pytest.raises(ScheduleError, match=r"duplicate action: 0F1 appears twice on rank 0 "
-                                            r"\(positions 3 and 8\)"):
+                                            r"\(positions 3 and 10\)"):
         validate_schedule(bad)
 
 
@@ -270,13 +270,13 @@ def test_rejects_wrong_rank(good):
     def edit(lists):
         lists[1].remove("1F1")
         lists[0].append("1F1")
-    with pytest.raises(ScheduleError, match=r"wrong rank: 1F1 \(rank 0, position 8\), but "
+    with pytest.raises(ScheduleError, match=r"wrong rank: 1F1 \(rank 0, position 10\), but "
                                             r"stage 1 lives on rank 1"):
         validate_schedule(_broken(good, edit))
 
 
 @pytest.mark.parametrize("edit,message", [
-    (lambda l: (l[0].remove("0B1"), l[0].remove("0RECV_B1")),
+    (lambda l: (l[0].remove("0B1"), l[0].remove("0RECV_B1"), l[0].remove("0WAIT_F1")),
      r"missing action: rank 0 has no 0B1"),
     (lambda l: l[0].append("0F2"), r"out of range: 0F2 .* micro-batches 0..1"),
     (lambda l: l[0].append("4F0"), r"out of range: 4F0 .* stages are 0..1"),
@@ -284,7 +284,7 @@ def test_rejects_wrong_rank(good):
     (lambda l: l.pop(1), r"keyed by the ranks 0..1, got ranks \[0\]"),
     (lambda l: l[1].insert(0, l[1].pop(l[1].index("1RECV_F1"))), None),  # earlier RECV: fine
     (lambda l: (l[1].remove("1RECV_F1"), l[1].append("1RECV_F1")),
-     r"RECV too late: 1RECV_F1 \(position 7\) is posted after 1F1"),
+     r"RECV too late: 1RECV_F1 \(position 9\) is posted after 1F1"),
     (lambda l: (l[0].remove("0SEND_F1"), l[0].insert(0, "0SEND_F1")),
      r"SEND too early: 0SEND_F1 \(position 0\) comes before 0F1"),
     (lambda l: (l[0].remove("0RECV_B1"), l[0].insert(0, "0RECV_B1")),

@@ -7,7 +7,7 @@ A pipeline cuts a model into ``num_stages`` consecutive stages. With ``num_ranks
 
 An action is a ``(kind, stage, microbatch)`` triple, written compactly as
 ``{stage}{kind}{microbatch}`` (PyTorch's notation): ``2F0`` is the forward of micro-batch 0
-on stage 2. The six kinds, and exactly what the runtime does for each:
+on stage 2. The eight kinds, and exactly what the runtime does for each:
 
 ========  ==================================================================================
 ``F``     forward of ``microbatch`` through ``stage`` (the last stage also computes the loss)
@@ -18,10 +18,19 @@ RECV_F    stage ``s`` posts the receive of its forward input of micro-batch ``i`
 SEND_B    stage ``s`` sends the gradient of its input of micro-batch ``i`` to stage ``s - 1``
 RECV_B    stage ``s`` posts the receive of the gradient of its output of micro-batch ``i``
           from stage ``s + 1``
+WAIT_F    stage ``s`` completes its ``SEND_F(s, i)`` (MPI ``Wait``): the receiver has the
+          activations, and their buffers may go
+WAIT_B    stage ``s`` completes its ``SEND_B(s, i)``
 ========  ==================================================================================
 
 SEND and RECV only *post* a message (MPI ``Isend``/``Irecv``); the compute that needs a
-received tensor is the one that waits for it. So the message ``SEND_F(s, i)`` →
+received tensor is the one that waits for it, and a send is completed by its WAIT (or, for
+a hand-written schedule without one, at the end of the step). Posting receives early and
+completing sends late is what lets messages travel while the rank computes: the
+schedule says where each of them happens, and the validator and the simulator see it. A
+WAIT may block: a large message leaves only once its receive is posted (MPI's rendezvous),
+so ``WAIT_F(s, i)`` depends on ``RECV_F(s + 1, i)`` on the other rank, which the validator's
+deadlock check takes into account. So the message ``SEND_F(s, i)`` →
 ``RECV_F(s + 1, i)`` crosses the boundary between stages ``s`` and ``s + 1``, and so does
 ``SEND_B(s + 1, i)`` → ``RECV_B(s, i)`` in the other direction. ``Action.tag`` gives both
 ends of one message the same number, ready to be used as an MPI tag.
@@ -35,20 +44,26 @@ ends of one message the same number, ready to be used as an MPI tag.
 import re
 from collections import namedtuple
 
-__all__ = ["Action", "F", "B", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "KINDS",
-           "COMPUTE_KINDS", "COMM_KINDS"]
+__all__ = ["Action", "F", "B", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "WAIT_F", "WAIT_B",
+           "KINDS", "COMPUTE_KINDS", "COMM_KINDS", "WAIT_KINDS"]
 
 F, B = "F", "B"
 SEND_F, RECV_F, SEND_B, RECV_B = "SEND_F", "RECV_F", "SEND_B", "RECV_B"
+WAIT_F, WAIT_B = "WAIT_F", "WAIT_B"
 COMPUTE_KINDS = (F, B)
-COMM_KINDS = (SEND_F, RECV_F, SEND_B, RECV_B)
+WAIT_KINDS = (WAIT_F, WAIT_B)
+COMM_KINDS = (SEND_F, RECV_F, SEND_B, RECV_B) + WAIT_KINDS
 KINDS = COMPUTE_KINDS + COMM_KINDS
 
 # Longest names first is not needed (the digits anchor both ends), but it reads clearly.
-_PATTERN = re.compile(r"^(\d+)(SEND_F|RECV_F|SEND_B|RECV_B|F|B)(\d+)$")
+_PATTERN = re.compile(r"^(\d+)(SEND_F|RECV_F|SEND_B|RECV_B|WAIT_F|WAIT_B|F|B)(\d+)$")
 
 # Which neighbour each communication action talks to, as a stage offset.
-_PEER_OFFSET = {SEND_F: +1, RECV_F: -1, SEND_B: -1, RECV_B: +1}
+_PEER_OFFSET = {SEND_F: +1, RECV_F: -1, SEND_B: -1, RECV_B: +1, WAIT_F: +1, WAIT_B: -1}
+# The SEND a WAIT completes, and the RECV at the other end of each message's sender side.
+_SEND_OF_WAIT = {WAIT_F: SEND_F, WAIT_B: SEND_B}
+_PARTNER = {SEND_F: RECV_F, RECV_F: SEND_F, SEND_B: RECV_B, RECV_B: SEND_B,
+            WAIT_F: RECV_F, WAIT_B: RECV_B}
 
 
 def _check_index(name, value):
@@ -107,26 +122,44 @@ class Action(namedtuple("_ActionBase", ["kind", "stage", "microbatch"])):
 
     @property
     def is_comm(self):
-        """True for the four SEND/RECV kinds: they only post a message, they never wait."""
+        """True for the SEND/RECV/WAIT kinds. SEND and RECV only post a message and never
+        wait; a WAIT completes a SEND."""
         return self.kind in COMM_KINDS
 
     @property
+    def is_wait(self):
+        """True for ``WAIT_F``/``WAIT_B``: the completion of this rank's SEND."""
+        return self.kind in WAIT_KINDS
+
+    def send(self):
+        """The SEND that a WAIT completes (``0WAIT_F1`` → ``0SEND_F1``).
+
+        >>> Action.parse("1WAIT_B2").send()
+        1SEND_B2
+        """
+        if not self.is_wait:
+            raise ValueError(f"{self} is not a WAIT; only WAIT_F/WAIT_B complete a SEND")
+        return Action(_SEND_OF_WAIT[self.kind], self.stage, self.microbatch)
+
+    @property
     def peer_stage(self):
-        """The stage at the other end of a SEND/RECV (``s + 1`` for SEND_F and RECV_B)."""
+        """The stage at the other end of a SEND/RECV/WAIT (``s + 1`` for SEND_F, RECV_B and
+        WAIT_F)."""
         if not self.is_comm:
             raise ValueError(f"{self} is a compute action; only SEND/RECV actions have a peer")
         return self.stage + _PEER_OFFSET[self.kind]
 
     def matching(self):
         """The other end of this message: ``0SEND_F1`` ↔ ``1RECV_F1``, ``2SEND_B0`` ↔
-        ``1RECV_B0``.
+        ``1RECV_B0``; for a WAIT, the receive its send needs (``0WAIT_F1`` → ``1RECV_F1``).
 
         >>> Action.parse("0SEND_F1").matching(), Action.parse("1RECV_B0").matching()
         (1RECV_F1, 2SEND_B0)
+        >>> Action.parse("0WAIT_F1").matching()
+        1RECV_F1
         """
         peer = self.peer_stage      # raises for compute actions
-        partner = {SEND_F: RECV_F, RECV_F: SEND_F, SEND_B: RECV_B, RECV_B: SEND_B}
-        return Action(partner[self.kind], peer, self.microbatch)
+        return Action(_PARTNER[self.kind], peer, self.microbatch)
 
     def tag(self, num_microbatches):
         """A number shared by both ends of one message, unique within a schedule.
@@ -143,5 +176,5 @@ class Action(namedtuple("_ActionBase", ["kind", "stage", "microbatch"])):
         if not self.is_comm:
             raise ValueError(f"{self} is a compute action; only SEND/RECV actions have a tag")
         boundary = min(self.stage, self.peer_stage)
-        direction = 0 if self.kind in (SEND_F, RECV_F) else 1
+        direction = 0 if self.kind in (SEND_F, RECV_F, WAIT_F) else 1
         return (2 * boundary + direction) * num_microbatches + self.microbatch

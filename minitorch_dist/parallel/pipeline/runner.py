@@ -13,7 +13,13 @@ means on this rank:
 * ``SEND_B`` posts the gradients of the received activations to the previous stage.
   With ``split_backward`` (the default) ``B`` computes those input gradients first and
   posts them right away, then the weight gradients (zero-bubble's split of the backward);
-  ``SEND_B`` then finds them sent.
+  ``SEND_B`` then finds them sent;
+* ``WAIT_F``/``WAIT_B`` complete a SEND_F/SEND_B (``MPI_Wait``) and let its buffers go. A
+  send that the schedule never waits for is completed at the end of the step.
+
+Nothing else waits: a compute waits only for the message it consumes, so receives posted
+early and sends completed late overlap the computes in between, as the schedule placed
+them.
 
 Activation memory is measured, not simulated: after ``F`` the bytes that the micro-batch's
 tape keeps for backward (every array saved by a primitive, each counted once, parameters
@@ -54,8 +60,8 @@ class StepRunner:
         self.roots = {}          # (stage, mb) -> tensors backward starts from
         self.received_count = {}
         self.results = {}        # mb -> last stage's output
-        self.requests = []       # sends to complete before the step ends
-        self.forward_sends = {}  # (stage, mb) -> requests of its SEND_F
+        self.forward_sends = {}  # (stage, mb) -> requests of its SEND_F, until its WAIT_F
+        self.backward_sends = {}  # (stage, mb) -> requests of its SEND_B, until its WAIT_B
         self.sent_backward = set()
         self.grads = {}          # id(param) -> accumulated gradient
         self.live_bytes = 0
@@ -71,14 +77,15 @@ class StepRunner:
     def execute(self, actions):
         handlers = {"F": self._forward, "B": self._backward, "SEND_F": self._send_forward,
                     "RECV_F": self._recv_forward, "SEND_B": self._send_backward,
-                    "RECV_B": self._recv_backward}
+                    "RECV_B": self._recv_backward, "WAIT_F": self._wait_forward,
+                    "WAIT_B": self._wait_backward}
         for action in actions:
             handlers[action.kind](action.stage, action.microbatch)
-        for requests in [self.requests] + list(self.forward_sends.values()):
-            for request in requests:
-                request.wait()
-        self.requests = []
-        self.forward_sends.clear()
+        for sends in (self.forward_sends, self.backward_sends):    # those never waited for
+            for requests in sends.values():
+                for request in requests:
+                    request.wait()
+            sends.clear()
 
     def _recv_forward(self, stage, mb):
         self.headers[(stage, mb)] = self.engine.channel.post_header(
@@ -105,8 +112,16 @@ class StepRunner:
         for i, (array, device) in enumerate(received):
             g = self.mailbox.gradients_out.pop((stage, mb, i), None)
             grads.append(device.xp.zeros(array.shape, array.dtype) if g is None else g)
-        self.requests += self.engine.channel.send_gradients(
+        self.backward_sends[(stage, mb)] = self.engine.channel.send_gradients(
             grads, [d for _, d in received], self.rank_of(stage - 1), stage - 1, mb)
+
+    def _wait_forward(self, stage, mb):
+        for request in self.forward_sends.pop((stage, mb), ()):
+            request.wait()
+
+    def _wait_backward(self, stage, mb):
+        for request in self.backward_sends.pop((stage, mb), ()):
+            request.wait()
 
     def _forward(self, stage, mb):
         run = StageRun(self, stage, mb)
@@ -150,9 +165,9 @@ class StepRunner:
         for i, (request, _) in enumerate(self.grad_posts.pop((stage, mb), [])):
             self.mailbox.gradients_in[(stage, mb, i)] = request.wait()
         # The gradients came back, so the next stage has received the activations: their
-        # sends are complete and the buffers can go (1F1B's memory bound depends on it).
-        for request in self.forward_sends.pop((stage, mb), ()):
-            request.wait()
+        # sends are complete (the schedule's WAIT_F normally did it just before) and the
+        # buffers can go (1F1B's memory bound depends on it).
+        self._wait_forward(stage, mb)
         self.outgoing.pop((stage, mb), None)
         roots = [r for r in self.roots.pop((stage, mb)) if r.requires_grad]
         params = self.engine.own_params
@@ -160,8 +175,12 @@ class StepRunner:
             # Input gradients first, sent on at once; the weight gradients after (the
             # zero-bubble split): the previous stage starts its backward sooner.
             split = stage > 0 and self.engine.split_backward
+            # The Recv anchors are targets too: Recv's backward (which hands the input
+            # gradient to SEND_B) reaches no parameter, and a backward asked for targets
+            # skips the nodes that reach none of them.
+            anchors = list(self.engine.anchors.values())
             found = run_backward(roots, [r.device.xp.ones(r.shape, r.dtype) for r in roots],
-                                 targets=params,
+                                 targets=params + anchors,
                                  defer={id(p) for p in params} if split else None,
                                  between=lambda: self._send_backward(stage, mb))
             for param, g in zip(params, found):

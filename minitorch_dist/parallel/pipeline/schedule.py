@@ -19,7 +19,8 @@ before anything runs, and the runtime simply walks its own rank's list.
      ``chunks`` times more messages and a few more warm-up forwards.
    * ``"forward"``: forward only, for evaluation: every ``F``, no ``B``, no gradient messages.
 
-2. ``add_communication``, a lowering pass that inserts the SEND/RECV actions.
+2. ``add_communication``, a lowering pass that inserts the SEND/RECV/WAIT actions: receives
+   posted early, sends completed late, so that messages travel while the ranks compute.
 
 With unit costs (F = B = 1, free messages) the simulated bubble is ``(p - 1) / (m + p - 1)``
 for GPipe and 1F1B, and ``(p - 1) / (m * chunks + p - 1)`` for interleaved 1F1B, for every
@@ -32,11 +33,13 @@ otherwise some ranks never overlap anything. ``"forward"`` accepts any ``m >= 1`
 
 >>> s = generate_schedule("1f1b", num_ranks=2, num_microbatches=3)
 >>> print(" ".join(map(str, s.actions[0])))
-0F0 0SEND_F0 0RECV_B0 0F1 0SEND_F1 0B0 0RECV_B1 0F2 0SEND_F2 0RECV_B2 0B1 0B2
+0F0 0SEND_F0 0RECV_B0 0F1 0SEND_F1 0WAIT_F0 0B0 0RECV_B1 0F2 0SEND_F2 0RECV_B2 0WAIT_F1 0B1 \
+0WAIT_F2 0B2
 >>> print(" ".join(map(str, s.actions[1])))
-1RECV_F0 1F0 1RECV_F1 1B0 1SEND_B0 1F1 1RECV_F2 1B1 1SEND_B1 1F2 1B2 1SEND_B2
+1RECV_F0 1F0 1RECV_F1 1B0 1SEND_B0 1F1 1RECV_F2 1B1 1SEND_B1 1F2 1B2 1SEND_B2 1WAIT_B0 \
+1WAIT_B1 1WAIT_B2
 """
-from .actions import Action, F, B, SEND_F, RECV_F, SEND_B, RECV_B
+from .actions import Action, F, B, SEND_F, RECV_F, SEND_B, RECV_B, WAIT_F, WAIT_B
 from .validate import validate_schedule
 from .simulate import simulate
 from .render import format_schedule, plot_schedule
@@ -224,7 +227,7 @@ def _compute_order(kind, p, m, chunks, rank, stages):
 # --- step 2: lowering -----------------------------------------------------------------------
 
 def add_communication(schedule, recv_lookahead=1):
-    """Insert SEND/RECV actions into a compute-only schedule; returns a new ``Schedule``.
+    """Insert SEND/RECV/WAIT actions into a compute-only schedule; returns a new ``Schedule``.
 
     For each compute whose neighbour stage lives on another rank:
 
@@ -234,17 +237,24 @@ def add_communication(schedule, recv_lookahead=1):
       compute ``recv_lookahead + 1`` places before it (at the start of the list if there is
       none), so the transfer can overlap the computes in between. A gradient RECV is never
       posted before the forward it belongs to (``RECV_B(s, i)`` after ``F(s, i)``), whose
-      output gives the gradient its shape.
+      output gives the gradient its shape;
+    * its SEND is completed late, where its buffer is next needed or at the end: the
+      activations' ``WAIT_F(s, i)`` right before ``B(s, i)`` (the gradient of those
+      activations has to come back before ``B`` can run anyway, so by then the receiver has
+      them and the wait costs nothing; the buffers go with ``B``), a forward-only schedule's
+      at the end of the list; the gradients' ``WAIT_B(s, i)`` at the end of the list, since
+      the previous stage receives them only when its own ``B`` comes.
 
     After each compute come its SENDs, then the RECVs posted there, in the order of the
     computes that will consume them. RECVs never block, so posting them early cannot cause a
-    deadlock; SENDs are placed as soon as possible, so they cannot either. Stages on the same
-    rank (``num_ranks == 1``) exchange nothing.
+    deadlock; SENDs are placed as soon as possible, so they cannot either; a WAIT needs only
+    the receive posted, which every RECV is before its consumer. Stages on the same rank
+    (``num_ranks == 1``) exchange nothing.
 
     >>> s = Schedule("gpipe", 2, 2, {0: ["0F0", "0F1", "0B0", "0B1"],
     ...                              1: ["1F0", "1F1", "1B0", "1B1"]})
     >>> add_communication(s, recv_lookahead=0).actions[1]
-    (1RECV_F0, 1F0, 1RECV_F1, 1F1, 1B0, 1SEND_B0, 1B1, 1SEND_B1)
+    (1RECV_F0, 1F0, 1RECV_F1, 1F1, 1B0, 1SEND_B0, 1B1, 1SEND_B1, 1WAIT_B0, 1WAIT_B1)
     """
     if isinstance(recv_lookahead, bool) or not isinstance(recv_lookahead, int) \
             or recv_lookahead < 0:
@@ -269,14 +279,21 @@ def add_communication(schedule, recv_lookahead=1):
                 recv = Action(RECV_F if kind == F else RECV_B, stage, mb)
                 posted_after.setdefault(max(at, -1), []).append(recv)
         out = list(posted_after.get(-1, ()))
+        waits_at_end, sent_forward = [], set()
         for j, action in enumerate(actions):
             kind, stage, mb = action
+            if kind == B and (stage, mb) in sent_forward:
+                out.append(Action(WAIT_F, stage, mb))   # the activations' buffers go with B
             out.append(action)
             target = stage + 1 if kind == F else stage - 1
             if 0 <= target <= last and schedule.rank_of(target) != rank:
                 out.append(Action(SEND_F if kind == F else SEND_B, stage, mb))
+                if kind == F:
+                    sent_forward.add((stage, mb))
+                if kind == B or schedule.forward_only:
+                    waits_at_end.append(Action(WAIT_F if kind == F else WAIT_B, stage, mb))
             out += posted_after.get(j, ())
-        lowered[rank] = out
+        lowered[rank] = out + waits_at_end
     return schedule._replace(lowered)
 
 

@@ -7,6 +7,9 @@ The model is the runtime's (and the validator's, see ``validate.dependency``):
   number or a callable ``cost(stage) -> number`` (unbalanced stages);
 * SEND and RECV take no time: they only post a message. A message can be consumed
   ``send_cost`` after its SEND executed (the transfer time); RECV never waits;
+* a WAIT completes a SEND: it ends when the message has arrived, ``send_cost`` after both
+  the SEND and the matching RECV were posted (a large message leaves only once its receive
+  is posted). The rank is idle until then;
 * a compute starts when its rank is free *and* its input is there: ``F(s, i)`` needs stage
   ``s - 1``'s output of micro-batch ``i``, ``B(s, i)`` the gradient from stage ``s + 1``.
 
@@ -39,7 +42,8 @@ class SimulationResult:
         makespan: end time of the last action on any rank.
         busy, idle: ``{rank: time}`` spent computing, and ``makespan - busy``.
         bubble_fraction: total idle time / (``num_ranks`` × ``makespan``).
-        times: ``{action: (start, end)}`` for every action (SEND/RECV have start == end).
+        times: ``{action: (start, end)}`` for every action (SEND/RECV have start == end; a
+            WAIT's span is the time its rank waited).
         peak_activations: ``{rank: n}``, the most micro-batch activations a rank holds at once
             (+1 at each ``F``, −1 at the ``B`` of the same stage and micro-batch; one stage's
             activations for one micro-batch count 1). A forward-only schedule keeps nothing
@@ -130,10 +134,17 @@ def simulate(schedule, forward_cost=1, backward_cost=1, send_cost=0):
                         start = max(now, arrives)
                     now = start + cost[action.kind](action.stage)
                     times[action], ready[action] = (start, now), now
+                elif action.is_wait:
+                    recv = action.matching()
+                    if recv not in ready:
+                        break               # blocked: the receive is not posted yet
+                    start = now
+                    now = max(now, ready[action.send()], ready[recv] + transfer)
+                    times[action] = (start, now)
                 else:
                     times[action] = (now, now)
-                    if action.kind in (SEND_F, SEND_B):
-                        ready[action] = now + transfer
+                    # a SEND: when its message can be consumed; a RECV: when it was posted
+                    ready[action] = now + transfer if action.kind in (SEND_F, SEND_B) else now
                 k += 1
             moved |= k != cursor[rank]
             cursor[rank], clock[rank] = k, now

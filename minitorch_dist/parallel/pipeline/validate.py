@@ -13,9 +13,13 @@ the action:
    compute that consumes it (a gradient RECV also after the forward it belongs to, whose
    output fixes the gradient's shape); stages on the same rank exchange tensors directly,
    with no SEND/RECV;
-5. no deadlock, in the runtime's model of execution (``dependency`` below): each rank runs its
-   list in order, SEND and RECV never block, a compute blocks until its input has been sent.
-   Running all ranks until none can move must finish every list.
+5. a WAIT comes after the SEND it completes, on the same rank (a SEND without a WAIT is
+   completed at the end of the step);
+6. no deadlock, in the runtime's model of execution (``dependency`` below): each rank runs its
+   list in order, SEND and RECV never block, a compute blocks until its input has been sent,
+   and a WAIT blocks until the other rank has posted the matching RECV (a large message
+   leaves only once its receive is posted: MPI's rendezvous protocol). Running all ranks
+   until none can move must finish every list.
 
 >>> from minitorch_dist.parallel.pipeline import Schedule
 >>> bad = Schedule("gpipe", 2, 1, {0: ["0F0", "0SEND_F0", "0RECV_B0", "0B0"],
@@ -27,7 +31,7 @@ the action:
 missing RECV: 1F0 (rank 1, position 0) needs 1RECV_F0 posted before it, and rank 1 has no \
 1RECV_F0 (its SEND is 0SEND_F0 on rank 0)
 """
-from .actions import Action, F, B, SEND_F, RECV_F, SEND_B, RECV_B
+from .actions import Action, F, B, SEND_F, RECV_F, SEND_B, RECV_B, WAIT_B
 
 __all__ = ["ScheduleError", "validate_schedule", "dependency"]
 
@@ -41,13 +45,17 @@ class ScheduleError(ValueError):
 
 
 def dependency(schedule, action):
-    """What compute ``action`` waits for: an action that must have run (on any rank) first.
+    """What ``action`` waits for: an action that must have run (on any rank) first.
 
     ``F(s, i)`` needs stage ``s - 1``'s output: ``SEND_F(s - 1, i)`` when that stage lives on
     another rank, ``F(s - 1, i)`` itself when it lives on the same rank. ``B(s, i)`` needs the
     gradient from stage ``s + 1`` the same way; the last stage's ``B`` starts from the loss of
-    its own ``F``. ``None`` for the first stage's ``F`` and for communication actions.
+    its own ``F``. A WAIT needs the receive of its message posted on the other rank
+    (``WAIT_F(s, i)`` → ``RECV_F(s + 1, i)``). ``None`` for the first stage's ``F`` and for
+    SEND and RECV, which never block.
     """
+    if action.is_wait:
+        return action.matching()
     kind, stage, mb = action
     last = schedule.num_stages - 1
     if kind == F and stage > 0:
@@ -111,7 +119,7 @@ def _check_actions(schedule):
             if owner != rank:
                 raise ScheduleError(f"wrong rank: {where}, but stage {action.stage} lives on "
                                     f"rank {owner}", rank, action)
-            if schedule.forward_only and action.kind in (B, SEND_B, RECV_B):
+            if schedule.forward_only and action.kind in (B, SEND_B, RECV_B, WAIT_B):
                 raise ScheduleError(f"backward in a forward-only schedule: {where}; a "
                                     "forward-only schedule has no B and no gradient messages",
                                     rank, action)
@@ -147,7 +155,8 @@ def _check_complete(schedule, positions):
 
 
 def _check_order(schedule, rank, pos):
-    """Rules 3 and 4 on one rank: B after F, RECV before its consumer, SEND after its producer.
+    """Rules 3 to 5 on one rank: B after F, RECV before its consumer, SEND after its producer,
+    WAIT after its SEND.
 
     Every SEND/RECV present belongs to a compute of this rank (``_check_actions`` checked the
     stage, the kind and the peer); requiring each compute's messages therefore also proves
@@ -155,6 +164,16 @@ def _check_order(schedule, rank, pos):
     """
     last = schedule.num_stages - 1
     for action, here in pos.items():
+        if action.is_wait:
+            send = action.send()
+            if send not in pos:
+                raise ScheduleError(f"WAIT without its SEND: {_Where(action, rank, here)} "
+                                    f"completes {send}, which rank {rank} never posts",
+                                    rank, action)
+            if pos[send] > here:
+                raise ScheduleError(f"WAIT too early: {_Where(action, rank, here)} comes "
+                                    f"before {send} (position {pos[send]}), the send it "
+                                    "completes", rank, action)
         if not action.is_compute:
             continue
         kind, stage, mb = action
@@ -197,7 +216,7 @@ def _check_order(schedule, rank, pos):
 
 
 def _check_progress(schedule):
-    """Rule 5: run every rank in the runtime's model until none can move; all must finish."""
+    """Rule 6: run every rank in the runtime's model until none can move; all must finish."""
     lists = schedule.actions
     cursor = {rank: 0 for rank in lists}
     done = set()
@@ -207,7 +226,7 @@ def _check_progress(schedule):
         for rank, actions in lists.items():
             k = cursor[rank]
             while k < len(actions):
-                need = dependency(schedule, actions[k]) if actions[k].is_compute else None
+                need = dependency(schedule, actions[k])
                 if need is not None and need not in done:
                     break
                 done.add(actions[k])
