@@ -226,7 +226,8 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False, defer=None
             deferred = _deferred_inputs(node, defer)
             if deferred:
                 later.append((node, out_grads, deferred))   # weight gradients after between()
-            pruned = () if useful is None else _inputs_off_path(node, target_ids, useful)
+            pruned = () if useful is None or node.prim.backward_communicates else \
+                _inputs_off_path(node, target_ids, useful)
             _call_backward(node, out_grads, deliver, skip=deferred + pruned)
             if not retain_graph and not deferred:
                 node.ctx = None
@@ -288,9 +289,13 @@ def _last_consumers(nodes, sinks):
 
 
 def _nodes_reaching(nodes, target_ids):
-    """The nodes (of ``nodes``, consumers first) from which some target is reached."""
+    """The nodes (of ``nodes``, consumers first) from which some target is reached, and
+    those whose backward communicates (with every node on the way to them)."""
     useful = set()
     for node in reversed(nodes):          # producers first
+        if node.prim.backward_communicates:
+            useful.add(node)
+            continue
         for inp in node.inputs:
             if inp is not None and (id(inp) in target_ids or inp.grad_fn in useful):
                 useful.add(node)

@@ -88,6 +88,10 @@ class Primitive:
     # True where backward computes each input's gradient only when ``needs_input_grad`` asks
     # for it, at no extra cost: a split backward (weights later) then costs nothing extra.
     split_backward = False
+    # True where backward talks to other ranks (collectives, pipeline send/recv): it runs
+    # even when its gradient reaches no requested target, so that every rank's backward
+    # makes the same calls in the same order.
+    backward_communicates = False
     # Per-instance settings and statistics; class defaults so subclasses need not call super().__init__.
     _target_spec = None
     _target_device = None

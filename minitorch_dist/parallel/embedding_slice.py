@@ -250,6 +250,8 @@ class RowSliceLookup(Primitive):
     IndexError on every rank.
     """
 
+    backward_communicates = True
+
     def __init__(self, part, communicator, sparse=True):
         self.part = part
         self.communicator = communicator

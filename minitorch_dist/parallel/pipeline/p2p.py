@@ -56,6 +56,8 @@ class Send(Primitive):
     """Forward: post ``x`` for the next stage, return a 0-d token. Backward: the gradient of
     ``x`` received from the next stage (times the token's gradient, normally 1)."""
 
+    backward_communicates = True
+
     def __init__(self, mailbox):
         self.mailbox = mailbox
         self.instance_name = "pipeline.send"
@@ -74,6 +76,8 @@ class Recv(Primitive):
     """Forward: the activation received from the previous stage, as part of this stage's
     graph (``anchor`` is a 0-d tensor that requires grad, so the call is recorded).
     Backward: the input gradient goes to the outbox for the previous stage."""
+
+    backward_communicates = True
 
     def __init__(self, mailbox):
         self.mailbox = mailbox
