@@ -259,7 +259,8 @@ def _check_equal(results, reference):
     for name, want in want_params.items():
         merged = assemble_array([r[5][name][0] for r in results], results[0][5][name][1])
         np.testing.assert_allclose(merged, want, rtol=1e-6, atol=1e-6, err_msg=name)
-        assert not np.allclose(want, _weights()[["w", "gamma", "beta", "table", "emb"].index(name)])
+        short = name.rsplit(".", 1)[-1]       # "net.w": LossNet holds the network as "net"
+        assert not np.allclose(want, _weights()[["w", "gamma", "beta", "table", "emb"].index(short)])
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -271,7 +272,7 @@ def test_semi_auto_network_equals_one_process(world):
     results = _run_sharded(world, data, "semi_auto_parallel", strategies)
     _check_equal(results, _one_process(data))
     assert results[0][4]["Tile"] == ((world // 2, 2),)
-    assert results[0][5]["w"][0].shape == (D, H)             # MatMul's contraction split: half of w
+    assert results[0][5]["net.w"][0].shape == (D, H)             # MatMul's contraction split: half of w
 
 
 def test_propagation_goes_through_the_new_rules():

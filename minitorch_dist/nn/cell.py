@@ -53,6 +53,7 @@ class Cell:
         object.__setattr__(self, "_primitives", OrderedDict())
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_pipeline_stage", None)
+        object.__setattr__(self, "_auto_prefix", bool(auto_prefix))
 
     # ---- registration -----------------------------------------------------------------
     def __setattr__(self, name, value):
@@ -69,6 +70,8 @@ class Cell:
             self._cells[name] = value
             if self._name_scope:
                 _prefix_primitive_names(value, name)
+                if self._auto_prefix:
+                    value.update_parameters_name(name + ".")
         elif isinstance(value, Primitive):
             self._primitives[name] = value
             if value.instance_name is None:
@@ -143,6 +146,31 @@ class Cell:
                                          or full.endswith("." + param.name)):
                     param.name = full
                 yield full, param
+
+    def update_parameters_name(self, prefix="", recurse=True):
+        """Name every parameter ``prefix`` + its path in this cell, as MindSpore does when a
+        cell is assigned to a parent built with ``auto_prefix=True`` (the default): a
+        parameter named ``"weight"`` in a layer held as ``dense_layer_1`` becomes
+        ``"dense_layer_1.weight"``, given name or not, so names are unique and say where the
+        parameter lives (model-zoo code selects parameters by them, e.g. ``'wide' in name``).
+
+        >>> import minitorch_dist as ms
+        >>> from minitorch_dist import nn
+        >>> class Layer(nn.Cell):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.weight = ms.Parameter(ms.Tensor([1.0]), name="weight")
+        >>> class Net(nn.Cell):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.first = Layer()
+        >>> [p.name for p in Net().get_parameters()]
+        ['first.weight']
+        """
+        if not isinstance(prefix, str):
+            raise TypeError(f"update_parameters_name: prefix must be a str, got {prefix!r}")
+        for path, param in self.parameters_and_names(expand=recurse):
+            param.name = prefix + path
 
     def get_parameters(self, expand=True):
         for _, param in self.parameters_and_names(expand=expand):

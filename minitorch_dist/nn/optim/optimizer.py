@@ -77,7 +77,7 @@ class Optimizer(Cell):
     supports_sparse = False   # True: _apply_one receives RowTensor gradients as they are
 
     def __init__(self, learning_rate, parameters, weight_decay=0.0, loss_scale=1.0):
-        super().__init__()
+        super().__init__(auto_prefix=False)   # as MindSpore's: its state keeps its names
         owner = type(self).__name__
         self.learning_rate = _lr_source(owner, learning_rate, "learning_rate")
         self.weight_decay = non_negative(owner, "weight_decay", weight_decay)
@@ -130,6 +130,15 @@ class Optimizer(Cell):
         return target
 
     # ---- state ------------------------------------------------------------------------
+    def update_parameters_name(self, prefix="", recurse=True):
+        """A parent renames only the optimizer's own Parameters (``global_step``, ...): as in
+        MindSpore, whose optimizer keeps its moments in ParameterTuples that a renaming does
+        not reach, the state stays named ``<slot>.<parameter name>``."""
+        if not isinstance(prefix, str):
+            raise TypeError(f"update_parameters_name: prefix must be a str, got {prefix!r}")
+        for name, param in self._params.items():
+            param.name = prefix + name
+
     def _add_slots(self, name):
         """Zero state shaped like every parameter, registered as ``<name>.<param name>``."""
         store = _SlotStore()
