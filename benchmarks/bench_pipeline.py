@@ -74,6 +74,7 @@ import sys
 import time
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+YIELD_VARIABLE = "OMPI_MCA_mpi_yield_when_idle"
 if __name__ == "__main__":      # driver and workers; not when a test imports this file
     for _name in THREAD_VARIABLES:
         os.environ[_name] = "1"     # one BLAS thread in every process, before NumPy starts
@@ -249,14 +250,18 @@ def malloc_setting(env):
 
 
 # ============================================================================ driver
-def child_env(system_malloc):
+def child_env(system_malloc, mpi_yield=False):
     """Every job's environment: the launcher's (``rank_environment``), the one-process jobs'
-    too, so that all four run under the same allocator setting; ``system_malloc`` drops it."""
+    too, so that all four run under the same allocator setting; ``system_malloc`` drops it.
+    ``mpi_yield`` asks Open MPI to yield the core while a rank waits instead of spinning
+    (``OMPI_MCA_mpi_yield_when_idle=1``; the one-process jobs never wait)."""
     from minitorch_dist.run import MALLOC_VARIABLES, rank_environment
     env = rank_environment()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")]))
     for name in THREAD_VARIABLES:
         env[name] = "1"             # even where the caller's environment asks for more
+    if mpi_yield:
+        env[YIELD_VARIABLE] = "1"
     if system_malloc:          # the launcher then adds none either
         env["MINITORCH_DIST_SYSTEM_MALLOC"] = "1"
         for name in MALLOC_VARIABLES:
@@ -276,7 +281,7 @@ def run_job(name, args, timeout):
         command = [sys.executable, "-m", "minitorch_dist.run", "-n", str(STAGES), "--timeout",
                    str(timeout)] + worker_args
     # the launcher kills its job at `timeout` (exit 124); this one is the backstop
-    done = subprocess.run(command, cwd=REPO, env=child_env(args.system_malloc),
+    done = subprocess.run(command, cwd=REPO, env=child_env(args.system_malloc, args.mpi_yield),
                           capture_output=True, text=True, timeout=timeout + 30)
     results = [json.loads(line[len(MARK):]) for line in done.stdout.splitlines()
                if line.startswith(MARK)]
@@ -339,11 +344,15 @@ def driver(args):
     bound = STAGES * (1 - bubble)
 
     names = ["accum", "baseline"] + list(SCHEDULES)
+    loads = []                                # 1-minute load average before each job
     repeats = []
     for rep in range(args.repeats):           # rotating order: drift hits every job alike
         shift = rep % len(names)
         order = names[shift:] + names[:shift]
-        got = {name: run_job(name, args, timeout) for name in order}
+        got = {}
+        for name in order:
+            loads.append(os.getloadavg()[0])
+            got[name] = run_job(name, args, timeout)
         step = {name: statistics.median(got[name]["step_s"]) for name in names}
         repeats.append({"order": order, "step_s": step,
                         "throughput_1f1b": step["accum"] / step["1f1b"],
@@ -400,6 +409,14 @@ def driver(args):
           f"mpi4py {mpi4py.__version__}, cpus {os.cpu_count()}, C++ kernels "
           f"{'on' if last['baseline']['cpp'] else 'off'}, 1 BLAS thread per process"
           f"{', QUICK' if args.quick else ''}")
+    print(f"MPI waits: " + (f"{YIELD_VARIABLE}=1 in every job (--mpi-yield)" if args.mpi_yield
+                            else "Open MPI's default (a waiting rank spins; --mpi-yield "
+                                 "yields instead)"))
+    busy = statistics.median(loads)
+    print(f"machine load (1-minute average before each job): median {busy:.1f}, "
+          f"[{min(loads):.1f}, {max(loads):.1f}] on {os.cpu_count()} cpus"
+          + ("  -- BUSY: other processes compete for the cores, and the 2-rank jobs, which "
+             "need both, lose the most" if busy > 1.5 and (os.cpu_count() or 1) <= 2 else ""))
     print(f"allocator in every job: {allocator} ("
           + ("--system-malloc)" if args.system_malloc
              else "minitorch_dist.run's rank_environment; --system-malloc removes them)"))
@@ -473,9 +490,10 @@ def driver(args):
     if args.json:
         config = {k: getattr(args, k) for k in ("layers", "width", "batch", "micro", "steps",
                                                  "warmup", "blocks", "repeats", "quick",
-                                                 "system_malloc")}
+                                                 "system_malloc", "mpi_yield")}
         with open(args.json, "w") as out:
             json.dump({"config": config, "allocator": allocator, "figures": figures,
+                   "load_average": loads,
                        "seconds": elapsed,
                        "last_loss": {name: r["loss"] for name, r in last.items()},
                        "repeats": [{k: v for k, v in r.items() if k != "results"}
@@ -500,6 +518,9 @@ def parse_args(argv=None):
     parser.add_argument("--blocks", type=int, default=None, help="blocks of timed steps")
     parser.add_argument("--system-malloc", action="store_true",
                         help="run every job without the launcher's MALLOC_* variables")
+    parser.add_argument("--mpi-yield", action="store_true",
+                        help="every job with OMPI_MCA_mpi_yield_when_idle=1: a waiting rank "
+                             "yields its core instead of spinning (Open MPI only)")
     parser.add_argument("--json", default=None, help="write the figures to this file")
     for name in ("layers", "width", "batch", "micro"):
         parser.add_argument(f"--{name}", type=int, default=None, help=argparse.SUPPRESS)

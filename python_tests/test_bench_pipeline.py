@@ -59,6 +59,7 @@ def test_every_job_gets_the_launchers_allocator_setting_unless_system_malloc():
     bench = _load_bench()
     assert set(MALLOC_VARIABLES) <= set(bench.child_env(system_malloc=False))
     assert not set(MALLOC_VARIABLES) & set(bench.child_env(system_malloc=True))
+    assert bench.child_env(False, mpi_yield=True)[bench.YIELD_VARIABLE] == "1"
 
 
 @pytest.mark.mpi
@@ -88,6 +89,7 @@ def test_quick_benchmark_runs_and_reports_the_ratios(tmp_path):
         assert _ratio(output, label) > 0
     assert re.search(r"target >= 1\.6, bound 1\.78\)\s+(PASS|MISS)", output), output
     assert re.search(r"\(\d+ s in all\)", output), output
+    assert re.search(r"machine load \(1-minute average before each job\): median \d", output)
     setting = _load_bench().malloc_setting(rank_environment())
     assert f"allocator in every job: {setting} (" in output, output
 
