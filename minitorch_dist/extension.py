@@ -54,9 +54,11 @@ class Extension:
         ``replica_batches(source, pipeline, dataset)``, or None (no pipelines)."""
         return None
 
-    def sliced_embedding(self, slice_mode, shape, dtype, param_init, home, group, sparse):
+    def sliced_embedding(self, slice_mode, shape, dtype, param_init, home, group, sparse,
+                         manual_shapes=None):
         """``(table Parameter, lookup primitive)`` of an ``EmbeddingLookup`` table split across
-        ranks by ``slice_mode``, or None to keep it whole (always, in one process)."""
+        ranks by ``slice_mode`` (``manual_shapes``: field_slice's row counts per rank), or
+        None to keep it whole (always, in one process)."""
         return None
 
     # ---- checkpoints ------------------------------------------------------------------

@@ -49,6 +49,11 @@ class EmbeddingLookup(Primitive):
     [1.0, 0.0, 2.0]
     """
 
+    # ``manual_split`` (row counts per rank): a field-sliced table under semi/auto parallel,
+    # set by ``nn.EmbeddingLookup(slice_mode="field_slice")`` (parallel/sharding/rules/gather.py)
+    settable_attrs = ("manual_split",)
+    manual_split = None
+
     def __init__(self, sparse=True):
         self.sparse = bool(sparse)
 

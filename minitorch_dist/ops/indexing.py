@@ -199,6 +199,9 @@ class Gather(Primitive):
     [[4.0, 5.0], [0.0, 1.0]]
     """
 
+    settable_attrs = ("manual_split",)     # see EmbeddingLookup
+    manual_split = None
+
     def __init__(self, batch_dims=0, *, sparse_grad=False):
         if batch_dims != 0:
             raise ValueError(f"Gather: batch_dims={batch_dims} is not supported (only 0)")

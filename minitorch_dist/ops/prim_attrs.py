@@ -6,7 +6,8 @@ on a reshape, ``field_size`` on a MatMul). Each one here either acts, or is reco
 one-time note that says why it changes nothing, so that no attribute is dropped in silence:
 
 * ``primitive_target``: ``set_device`` (acts);
-* an attribute the primitive already has (``transpose_a``, ``keep_dims``, ...): set (acts);
+* an attribute the primitive already has (``transpose_a``, ``keep_dims``, ...), or one it
+  lists in ``settable_attrs`` (Gather's ``manual_split``): set (acts);
 * the compiler hints in ``HINTS``: recorded in ``prim.attrs``, noted once per name;
 * anything else: recorded, noted once per name as unknown to this framework.
 """
@@ -38,7 +39,7 @@ def add_prim_attr(prim, name, value):
         raise TypeError(f"{prim.name}.add_prim_attr: name must be a non-empty str, got {name!r}")
     if name == "primitive_target":
         return prim.set_device(value)
-    if not name.startswith("_") and name in vars(prim):
+    if not name.startswith("_") and (name in vars(prim) or name in prim.settable_attrs):
         setattr(prim, name, value)
         return prim
     attrs = prim.__dict__.setdefault("attrs", {})

@@ -92,6 +92,8 @@ class Primitive:
     # even when its gradient reaches no requested target, so that every rank's backward
     # makes the same calls in the same order.
     backward_communicates = False
+    # MindSpore primitive attributes this primitive acts on when set with add_prim_attr.
+    settable_attrs = ()
     # Per-instance settings and statistics; class defaults so subclasses need not call super().__init__.
     _target_spec = None
     _target_device = None

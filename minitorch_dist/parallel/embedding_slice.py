@@ -38,6 +38,7 @@ order (a rank with an empty batch still takes part).
 >>> run_ranks(2, rank_step)       # rank 1 owns id 4 (local row 1), looked up by both ranks
 [([8.0], [0]), ([8.0, 0.0], [1, 1])]
 """
+import logging
 from collections import namedtuple
 
 import numpy as np
@@ -97,23 +98,23 @@ def slicing_communicator(group=None):
     return comm if comm.size > 1 else None
 
 
-def sliced_embedding(slice_mode, shape, dtype, param_init, home, group, sparse):
+def sliced_embedding(slice_mode, shape, dtype, param_init, home, group, sparse,
+                     manual_shapes=None):
     """An ``EmbeddingLookup``'s table and lookup under ``slice_mode`` when it is split across
     ranks: ``(row-block Parameter, RowSliceLookup)``; None when the table stays whole
     ("batch_slice", or one rank)."""
     from .context import shards_operators
     if shards_operators():
-        return sharded_lookup(slice_mode, shape, dtype, param_init, home, group, sparse)
+        return sharded_lookup(slice_mode, shape, dtype, param_init, home, group, sparse,
+                              manual_shapes)
     if slice_mode == "batch_slice":
         return None
     comm = slicing_communicator(group)
     if comm is None:
         return None
     if slice_mode != "table_row_slice":
-        raise NotImplementedError(f"EmbeddingLookup: slice_mode={slice_mode!r} is not "
-                                  f"implemented across ranks ({comm.size} here); use "
-                                  "'table_row_slice' (rows split over the ranks) or "
-                                  "'batch_slice' (the table replicated)")
+        _note_whole_table(slice_mode, comm.size)
+        return None
     from ..common.initializer import initializer
     from ..nn.parameter import Parameter
     part = row_slice(shape, comm.rank, comm.size)
@@ -123,29 +124,61 @@ def sliced_embedding(slice_mode, shape, dtype, param_init, home, group, sparse):
     return table, RowSliceLookup(part, comm, sparse=sparse)
 
 
-def sharded_lookup(slice_mode, shape, dtype, param_init, home, group, sparse):
+_noted_modes = set()
+
+
+def _note_whole_table(slice_mode, ranks):
+    """MindSpore applies "table_column_slice" and "field_slice" only under semi/auto
+    parallel; elsewhere its layer keeps the table whole. So does this one, and says so once."""
+    if slice_mode not in _noted_modes:
+        _noted_modes.add(slice_mode)
+        logging.getLogger("minitorch_dist").warning(
+            "EmbeddingLookup(slice_mode=%r) on %d ranks outside SEMI_AUTO_PARALLEL/"
+            "AUTO_PARALLEL: every rank holds the whole table, as in MindSpore, which applies "
+            "this slice mode only under semi/auto parallel. Set parallel_mode to one of "
+            "them to slice it, or use 'table_row_slice', which slices in data parallel too.",
+            slice_mode, ranks)
+
+
+def field_slice_split(manual_shapes, vocab_size, ranks):
+    """Check ``manual_shapes`` (table rows per rank) for a field-sliced table of
+    ``vocab_size`` rows over ``ranks``; return it as a tuple of ints."""
+    if not isinstance(manual_shapes, (tuple, list)) or len(manual_shapes) != ranks \
+            or not all(isinstance(m, int) and not isinstance(m, bool) and m > 0
+                       for m in manual_shapes):
+        raise ValueError(f"EmbeddingLookup(slice_mode='field_slice'): manual_shapes must give "
+                         f"one positive row count per rank ({ranks} here), got {manual_shapes!r}")
+    if sum(manual_shapes) != vocab_size:
+        raise ValueError(f"EmbeddingLookup(slice_mode='field_slice'): manual_shapes "
+                         f"{tuple(manual_shapes)} add up to {sum(manual_shapes)} rows, but the "
+                         f"table has vocab_size={vocab_size}")
+    return tuple(manual_shapes)
+
+
+def sharded_lookup(slice_mode, shape, dtype, param_init, home, group, sparse,
+                   manual_shapes=None):
     """Under semi/auto parallel a slice mode is an operator strategy, as MindSpore's layer
     sets it: the table whole (its slices are cut when the network is first run sharded)
     and the lookup sharded over the ``n`` ranks: "batch_slice" splits the ids
     ``((1, 1), (n, 1))``, "table_row_slice" the table's rows ``((n, 1), (1, 1))``,
     "table_column_slice" its columns ``((1, n), (1, 1))`` (each rank then looks up every
-    id in its columns). Ids must be 2-D (batch, fields), as in MindSpore."""
+    id in its columns), "field_slice" the table's rows by ``manual_shapes`` and the ids'
+    fields ``((n, 1), (1, n))``, the lookup's ``manual_split`` (rank r looks up its block of
+    fields in its block of rows). Ids must be 2-D (batch, fields), as in MindSpore."""
     from .sharding.scope import current_world
     comm = slicing_communicator(group) if group is not None else current_world()
     if comm is None or comm.size == 1:
         return None
     n = comm.size
     strategies = {"batch_slice": ((1, 1), (n, 1)), "table_row_slice": ((n, 1), (1, 1)),
-                  "table_column_slice": ((1, n), (1, 1))}
-    if slice_mode not in strategies:
-        raise NotImplementedError(f"EmbeddingLookup: slice_mode={slice_mode!r} is not "
-                                  "implemented under semi/auto parallel; use 'batch_slice', "
-                                  "'table_row_slice' or 'table_column_slice'")
+                  "table_column_slice": ((1, n), (1, 1)), "field_slice": ((n, 1), (1, n))}
     from ..common.initializer import initializer
     from ..nn.parameter import Parameter
     from ..ops.embedding import EmbeddingLookup
     table = Parameter(initializer(param_init, shape, dtype, device=home), device=home)
     lookup = EmbeddingLookup(sparse=sparse).shard(strategies[slice_mode])
+    if slice_mode == "field_slice":
+        lookup.manual_split = field_slice_split(manual_shapes, shape[0], n)
     return table, lookup
 
 

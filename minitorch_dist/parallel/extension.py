@@ -171,8 +171,8 @@ class ParallelExtension(Extension):
     def model_wiring(self):
         return _ModelWiring
 
-    def sliced_embedding(self, *args):
-        return sliced_embedding(*args)
+    def sliced_embedding(self, *args, **kwargs):
+        return sliced_embedding(*args, **kwargs)
 
     # ---- checkpoints ------------------------------------------------------------------
     def checkpoint_entries(self, entries):

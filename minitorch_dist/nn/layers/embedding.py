@@ -50,9 +50,11 @@ class EmbeddingLookup(Cell):
       and from the owning ranks by all-to-all, and each rank's table gradient is a
       ``RowTensor`` of its own local rows. The slice is cut from the full table initialised
       from the seed, so every configuration starts from the same weights. With one process
-      both modes are the same. ``"field_slice"`` (which needs ``manual_shapes``) and
-      ``"table_column_slice"`` are validated and work with one process; in a job of
-      several ranks they raise NotImplementedError rather than silently replicating.
+      both modes are the same. Under SEMI_AUTO_PARALLEL/AUTO_PARALLEL every mode is an
+      operator strategy, as in MindSpore: ``"table_column_slice"`` splits the columns and
+      ``"field_slice"`` (``manual_shapes``: the table rows of each rank, equal blocks here)
+      splits the rows and the ids' fields over the same ranks. Outside semi/auto parallel
+      those two keep the table whole on every rank, as MindSpore does, with a one-time note.
     * ``group`` (an extension of this library): the group, a name or a ``Communicator``,
       that a row-sliced table is split over; default: the world.
     * Ids out of range raise IndexError (on every rank at once for a row-sliced table).
@@ -107,7 +109,7 @@ class EmbeddingLookup(Cell):
         home = "CPU" if target == "CPU" else None
         shape = [self.vocab_size, self.embedding_size]
         sliced = extension().sliced_embedding(slice_mode, shape, dtype, param_init, home, group,
-                                              self.sparse)
+                                              self.sparse, manual_shapes=self.manual_shapes)
         if sliced is None:
             table = initializer(param_init, shape, dtype, device=home)
             self.embedding_table = Parameter(table, device=home)

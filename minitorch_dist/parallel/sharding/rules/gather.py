@@ -13,6 +13,13 @@ place of the gathered axis and the table's layout elsewhere.
   (``local_output``); an AllReduce(sum) over the row axis then gives every rank every row,
   each contributed by exactly one rank. The zeroing multiplies by a 0/1 mask, so the
   table's gradient only reaches the rows this rank owns.
+* field slice (MindSpore's ``manual_split``, set by ``EmbeddingLookup(slice_mode=
+  "field_slice", manual_shapes=...)``): strategy ``((n, 1), (1, n))`` splits the table's
+  rows and the ids' fields over the same n ranks. Rank k holds rows
+  ``[sum(m[:k]), sum(m[:k+1]))`` and looks up its block of fields there; the output is
+  split by fields and needs no communication. The data must keep each field block's ids
+  in its block of rows (that is what the manual shapes describe); an id outside it gives a
+  zero row, as a row-split lookup does on the ranks that do not own it.
 
 >>> import numpy as np
 >>> from minitorch_dist import Tensor, ops
@@ -104,6 +111,8 @@ class GatherRule(Rule):
 
     # ---- the plan ---------------------------------------------------------------------
     def build(self, call, strategy, world, out_strategy):
+        if call.prim.manual_split is not None:
+            return self._field_slice(call, strategy, world)
         table = call.in_shapes[0]
         ids_shape, ids_tensor = self._ids_shape(call)
         axis = self._axis(call)
@@ -140,6 +149,47 @@ class GatherRule(Rule):
 
         return ShardPlan(grid.device_matrix, in_maps, (out_map,),
                          (CommStep(ALL_REDUCE, (grid.axis(axis),)),), local_inputs, local_output)
+
+    def _field_slice(self, call, strategy, world):
+        """The plan of a field-sliced lookup (see the module docstring)."""
+        table = call.in_shapes[0]
+        ids_shape, ids_tensor = self._ids_shape(call)
+        n = strategy[0][0]
+        if (self._axis(call) != 0 or len(table) != 2 or not ids_tensor or len(ids_shape) != 2
+                or strategy != ((n, 1), (1, n))):
+            raise call.error(f"manual_split (a field-sliced table) needs a 2-D table, 2-D ids "
+                             f"(batch, fields) and the strategy ((n, 1), (1, n)); got table "
+                             f"{table}, ids {ids_shape} and {strategy}")
+        manual = tuple(call.prim.manual_split)
+        if len(manual) != n or sum(manual) != table[0]:
+            raise call.error(f"manual_split {manual} must give one row count per rank of the "
+                             f"split ({n}) adding up to the table's {table[0]} rows")
+        if len(set(manual)) != 1:
+            raise call.error(f"manual_split {manual}: blocks of different sizes are not "
+                             "implemented (slices here are equal blocks); give every rank the "
+                             f"same number of rows, e.g. {(-(-table[0] // n),) * n} with the "
+                             "table padded to their sum")
+        grid = Grid(call, (n,), world, strategy)
+        k = grid.axis(0)
+        rows, where = manual[0], len(grid.device_matrix) - 1 - k
+
+        def local_inputs(inputs, attrs, coords):
+            inputs = list(inputs)
+            local, _, device = _local_ids(inputs[1], coords[where] * rows, rows, table[0])
+            inputs[1] = Tensor._make(local, device) if device is not None else local
+            return inputs, dict(attrs)
+
+        def local_output(out, inputs, attrs, coords):
+            _, valid, device = _local_ids(inputs[1], coords[where] * rows, rows, table[0])
+            mask = valid[..., None].astype(out.data.dtype)
+            source = device if device is not None else get_device("CPU")
+            if source is not out.device:
+                mask = out.device.copy_from(mask, source)
+            return _MASK.run(out, Tensor._make(mask, out.device))
+
+        in_maps = _maps_at(call, {0: (k, -1), 1: (-1, k)})
+        return ShardPlan(grid.device_matrix, in_maps, ((-1, k, -1),), (), local_inputs,
+                         local_output)
 
 
 register(GatherRule())
