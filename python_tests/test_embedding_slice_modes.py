@@ -75,19 +75,21 @@ def test_slice_modes_train_like_one_process(mode, sparse):
 FV, FF = 16, 4                                  # table rows; fields (a multiple of the ranks)
 
 
-def _field_ids(ranks, steps=STEPS, seed=1):
-    """Ids whose field block k (of ``ranks``) stays in row block k, as field_slice needs."""
-    rows, fields = FV // ranks, FF // ranks
-    r = np.random.default_rng(seed).integers(0, rows, (steps, B, FF))
-    return (r + (np.arange(FF) // fields * rows)).astype(np.int32)
+def _field_ids(manual, steps=STEPS, seed=1):
+    """Ids whose field block k (of len(manual)) stays in row block k, as field_slice needs."""
+    ranks, fields = len(manual), FF // len(manual)
+    starts = np.cumsum((0,) + tuple(manual))[:-1]
+    r = np.random.default_rng(seed).random((steps, B, FF))
+    block = np.arange(FF) // fields
+    return (starts[block] + np.floor(r * np.asarray(manual)[block])).astype(np.int32)
 
 
 class FieldNet(Net):
-    def __init__(self, mode, sparse, ranks):
+    def __init__(self, mode, sparse, manual):
         nn.Cell.__init__(self)
         ms.set_seed(5)
         self.emb = nn.EmbeddingLookup(FV, E, slice_mode=mode, sparse=sparse, target="DEVICE",
-                                      manual_shapes=(FV // ranks,) * ranks)
+                                      manual_shapes=manual)
         self.w = ms.Parameter(ms.Tensor(np.linspace(-1, 1, FF * E, dtype=np.float32)
                                         .reshape(FF * E, 1)), "w")
         self.reshape, self.mm = ops.Reshape(), ops.MatMul()
@@ -104,12 +106,14 @@ def _train_field(net, ids, rows):
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
-@pytest.mark.parametrize("ranks", [2, 4])
-def test_field_slice_trains_like_one_process(ranks, sparse):
-    """Each rank holds FV/ranks rows and looks up its FF/ranks fields there; losses and the
+@pytest.mark.parametrize("manual", [(8, 8), (10, 6), (4, 4, 4, 4), (3, 5, 6, 2)],
+                         ids=["2-equal", "2-uneven", "4-equal", "4-uneven"])
+def test_field_slice_trains_like_one_process(manual, sparse):
+    """Rank k holds manual[k] rows and looks up its FF/ranks fields there; losses and the
     merged table equal one process (MindSpore's field_slice: manual_split, ((n,1),(1,n)))."""
-    ids = _field_ids(ranks)
-    ref = FieldNet("batch_slice", sparse, ranks)
+    ranks = len(manual)
+    ids = _field_ids(manual)
+    ref = FieldNet("batch_slice", sparse, manual)
     want = _train_field(ref, ids, slice(None))
     ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel")
     lock = threading.Lock()
@@ -118,14 +122,14 @@ def test_field_slice_trains_like_one_process(ranks, sparse):
     def rank(comm):
         with sharding_world(comm):
             with lock:
-                net = FieldNet("field_slice", sparse, ranks)
+                net = FieldNet("field_slice", sparse, manual)
             losses = _train_field(net, ids, slice(per * comm.rank, per * (comm.rank + 1)))
             table = net.emb.embedding_table
             return losses, table.asnumpy(), table.sharding_layout
 
     results = run_ranks(ranks, rank, timeout=60)
-    for losses, table, _ in results:
-        assert table.shape == (FV // ranks, E)
+    for r, (losses, table, _) in enumerate(results):
+        assert table.shape == (manual[r], E)
         np.testing.assert_allclose(losses, want, rtol=1e-5)
     merged = assemble_array([r[1] for r in results], results[0][2])
     np.testing.assert_allclose(merged, ref.emb.embedding_table.asnumpy(), rtol=1e-5, atol=1e-6)
@@ -145,14 +149,13 @@ def test_field_slice_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match="one positive row count per rank"):
         run_ranks(2, make((4, 4, 4)), timeout=30)
 
-    def uneven(comm):
+    def odd_fields(comm):
         with sharding_world(comm):
-            net = FieldNet("field_slice", False, 2)
-            net.emb.lookup.manual_split = (10, 6)
-            net(ms.Tensor(_field_ids(2)[0][:4]))
+            net = FieldNet("field_slice", False, (8, 8))
+            net(ms.Tensor(np.zeros((4, 3), np.int32)))          # 3 fields over 2 ranks
 
-    with pytest.raises(Exception, match="blocks of different sizes are not implemented"):
-        run_ranks(2, uneven, timeout=30)
+    with pytest.raises(Exception, match=r"\(8, 3\) has size 3, which cannot be split into 2"):
+        run_ranks(2, odd_fields, timeout=30)
 
 
 def test_column_and_field_slice_outside_semi_auto_keep_the_table_whole(caplog):

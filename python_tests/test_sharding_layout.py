@@ -167,3 +167,28 @@ def test_group_cache_errors():
         cache.get((0, 2))
     with pytest.raises(ValueError, match="spans 8 devices, the job has 4"):
         cache.create_all((2, 4))
+
+
+def test_row_blocks_of_different_sizes():
+    """A field-sliced table's rows come in blocks of MindSpore's manual_split sizes."""
+    from minitorch_dist.parallel.sharding.checkpoint import layout_from_json
+    from minitorch_dist.parallel.sharding.redistribution import plan_redistribution
+    layout = TensorLayout((2, 2), (1, -1), (5, 3), row_blocks=(3, 2))    # 2 copies of each block
+    assert [layout.slice_for(r)[0] for r in range(4)] == [slice(0, 3), slice(0, 3), slice(3, 5),
+                                                         slice(3, 5)]
+    assert layout.local_shape(2) == (2, 3) and "row_blocks=[3,2]" in str(layout)
+    with pytest.raises(LayoutError, match="depends on the rank"):
+        layout.local_shape()
+    full = np.arange(15.0).reshape(5, 3)
+    np.testing.assert_array_equal(assemble_array(scatter_array(full, layout), layout), full)
+    with pytest.raises(LayoutError, match="must be 2 positive sizes adding up to dimension 0's 5"):
+        TensorLayout((2,), (0, -1), (5, 3), row_blocks=(4, 2))
+    with pytest.raises(LayoutError, match="need dimension 0 to be split"):
+        TensorLayout((2,), (-1, 0), (5, 2), row_blocks=(3, 2))
+    with pytest.raises(LayoutError, match="feed only the lookup"):
+        plan_redistribution(layout, TensorLayout((2, 2), (-1, -1), (5, 3)))
+
+    class Param:
+        sharding_layout, sharding_rank = layout, 1
+    from minitorch_dist.parallel.sharding.checkpoint import layout_json
+    assert layout_from_json(layout_json(Param())) == (layout, 1)

@@ -24,15 +24,19 @@ def layout_json(param):
     """A sliced parameter's layout as a JSON-ready dict (device matrix, tensor map, full
     shape, the rank whose block it holds)."""
     layout = param.sharding_layout
-    return {"device_matrix": list(layout.device_matrix),
+    spec = {"device_matrix": list(layout.device_matrix),
             "tensor_map": [list(m) if isinstance(m, tuple) else m for m in layout.tensor_map],
             "shape": list(layout.shape), "rank": int(param.sharding_rank)}
+    if layout.row_blocks:
+        spec["row_blocks"] = list(layout.row_blocks)
+    return spec
 
 
 def layout_from_json(spec):
     """``(TensorLayout, rank)`` from ``layout_json``'s dict."""
     tensor_map = tuple(tuple(m) if isinstance(m, list) else m for m in spec["tensor_map"])
-    return TensorLayout(tuple(spec["device_matrix"]), tensor_map, tuple(spec["shape"])), spec["rank"]
+    return TensorLayout(tuple(spec["device_matrix"]), tensor_map, tuple(spec["shape"]),
+                        row_blocks=tuple(spec.get("row_blocks", ()))), spec["rank"]
 
 
 def layout_entries(entries):

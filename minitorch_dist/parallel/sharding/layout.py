@@ -123,6 +123,13 @@ def _check_axis(axis, n, what):
     return int(axis)
 
 
+def _check_row_blocks(blocks, parts, size):
+    if len(blocks) != parts or sum(blocks) != size or not all(
+            isinstance(b, (int, np.integer)) and not isinstance(b, bool) and b > 0 for b in blocks):
+        raise LayoutError(f"TensorLayout: row_blocks {tuple(blocks)} must be {parts} positive "
+                          f"sizes adding up to dimension 0's {size}")
+
+
 # ---- the layout --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TensorLayout:
@@ -131,6 +138,8 @@ class TensorLayout:
     ``tensor_map[i]``: the device-matrix axis (counted from the right) that splits dimension
     ``i``, -1 when it is not split, or a tuple of axes (major first) splitting it over several.
     ``partial``: device axes over which the ranks' blocks are partial sums (sum to reduce).
+    ``row_blocks``: the sizes of dimension 0's blocks, in slice order, when they differ
+    (MindSpore's ``manual_split`` of a field-sliced table); empty for equal blocks.
     Immutable, hashable, compared field by field.
     """
 
@@ -138,6 +147,7 @@ class TensorLayout:
     tensor_map: tuple
     shape: tuple
     partial: tuple = ()
+    row_blocks: tuple = ()
 
     def __post_init__(self):
         dm = tuple(self.device_matrix) if isinstance(self.device_matrix, (tuple, list)) else None
@@ -172,7 +182,9 @@ class TensorLayout:
                 owner[int(a)] = dim
             tensor_map.append(int(axes[0]) if len(axes) == 1 else tuple(int(a) for a in axes))
             parts = math.prod(dm[n - 1 - a] for a in axes)
-            if shape[dim] % parts:
+            if dim == 0 and self.row_blocks:
+                _check_row_blocks(self.row_blocks, parts, shape[0])
+            elif shape[dim] % parts:
                 sizes = " x ".join(str(dm[n - 1 - a]) for a in axes)
                 raise LayoutError(
                     f"TensorLayout: dimension {dim} of shape {shape} has size {shape[dim]}, which "
@@ -191,6 +203,10 @@ class TensorLayout:
         object.__setattr__(self, "tensor_map", tuple(tensor_map))
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "partial", tuple(sorted((int(a) for a in partial), reverse=True)))
+        if self.row_blocks and (not tensor_map or tensor_map[0] == -1):
+            raise LayoutError(f"TensorLayout: row_blocks {tuple(self.row_blocks)} need dimension "
+                              f"0 to be split, but tensor_map is {tuple(tensor_map)}")
+        object.__setattr__(self, "row_blocks", tuple(int(b) for b in self.row_blocks))
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -246,9 +262,15 @@ class TensorLayout:
         return tuple(math.prod(self.axis_size(a) for a in self.dim_axes(d))
                      for d in range(len(self.shape)))
 
-    def local_shape(self):
-        """The shape of the block one rank holds."""
-        return tuple(n // s for n, s in zip(self.shape, self.splits()))
+    def local_shape(self, rank=None):
+        """The shape of the block one rank holds (``rank`` is needed with ``row_blocks``)."""
+        shape = tuple(n // s for n, s in zip(self.shape, self.splits()))
+        if not self.row_blocks:
+            return shape
+        if rank is None:
+            raise LayoutError(f"{self}: the blocks differ in size, so the local shape depends "
+                              "on the rank; pass it")
+        return (self.row_blocks[self.shard_index(rank, 0)],) + shape[1:]
 
     def split_axes(self):
         """Axes (of size > 1) that split some dimension, descending."""
@@ -290,9 +312,15 @@ class TensorLayout:
 
     def slice_for(self, rank):
         """The block of the full tensor ``rank`` holds, as a tuple of Python slices."""
-        local = self.local_shape()
-        return tuple(slice(self.shard_index(rank, d) * k, (self.shard_index(rank, d) + 1) * k)
-                     for d, k in enumerate(local))
+        index = []
+        for d, k in enumerate(tuple(n // s for n, s in zip(self.shape, self.splits()))):
+            i = self.shard_index(rank, d)
+            if d == 0 and self.row_blocks:
+                start = sum(self.row_blocks[:i])
+                index.append(slice(start, start + self.row_blocks[i]))
+            else:
+                index.append(slice(i * k, (i + 1) * k))
+        return tuple(index)
 
     def group_along(self, axis, rank):
         """The ranks differing from ``rank`` only along ``axis``: a collective's group."""
@@ -323,6 +351,8 @@ class TensorLayout:
                 f"shape=({','.join(map(str, self.shape))}{',' if len(self.shape) == 1 else ''})")
         if self.partial:
             text += f", partial=[{','.join(map(str, self.partial))}]"
+        if self.row_blocks:
+            text += f", row_blocks=[{','.join(map(str, self.row_blocks))}]"
         return text + ")"
 
 
@@ -349,11 +379,10 @@ def assemble_array(local_arrays, layout, check=True):
     if len(local_arrays) != layout.num_devices:
         raise LayoutError(f"assemble_array: got {len(local_arrays)} local arrays for "
                           f"{layout.num_devices} devices of {layout}")
-    local_shape = layout.local_shape()
     for r, a in enumerate(local_arrays):
-        if tuple(np.shape(a)) != local_shape:
+        if tuple(np.shape(a)) != layout.local_shape(r):
             raise LayoutError(f"assemble_array: rank {r} holds shape {np.shape(a)}, but {layout} "
-                              f"gives every rank {local_shape}")
+                              f"gives it {layout.local_shape(r)}")
     dtype = np.result_type(*[np.asarray(a).dtype for a in local_arrays])
     full = np.zeros(layout.shape, dtype)
     copies = layout.replicated_axes()

@@ -21,7 +21,9 @@ __all__ = ["assign_strategies", "input_layout", "output_layout"]
 
 
 def input_layout(shard_plan, position, shape):
-    return TensorLayout(shard_plan.device_matrix, shard_plan.input_maps[position], shape)
+    blocks = dict(shard_plan.input_row_blocks).get(position, ())
+    return TensorLayout(shard_plan.device_matrix, shard_plan.input_maps[position], shape,
+                        row_blocks=blocks)
 
 
 def output_layout(shard_plan, index, shape):

@@ -372,6 +372,9 @@ def plan_redistribution(src: TensorLayout, dst: TensorLayout):
     if not isinstance(src, TensorLayout) or not isinstance(dst, TensorLayout):
         raise TypeError(f"plan_redistribution takes two TensorLayouts, got "
                         f"{type(src).__name__} and {type(dst).__name__}")
+    if src != dst and (src.row_blocks or dst.row_blocks):
+        raise LayoutError(f"cannot redistribute between {src} and {dst}: blocks of different "
+                          "sizes (a field-sliced table) feed only the lookup they were cut for")
     from ..context import get_auto_parallel_context
     return list(_plan(src, dst, get_auto_parallel_context("enable_alltoall")))
 

@@ -94,6 +94,7 @@ def predicted_step_bytes(program):
     for param in graph.params.values():
         layout = param.sharding_layout
         if param.requires_grad and layout is not None and layout.replicated_axes():
-            found["mirror"] += math.prod(layout.local_shape()) * param.data.dtype.itemsize
+            local = math.prod(layout.local_shape(program.rank))
+            found["mirror"] += local * param.data.dtype.itemsize
     found["total"] = sum(found.values())
     return found

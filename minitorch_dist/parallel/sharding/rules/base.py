@@ -106,6 +106,8 @@ class ShardPlan:
     forward_comm: tuple = ()
     local_inputs: object = field(default=keep_inputs, compare=False, repr=False)
     local_output: object = field(default=None, compare=False, repr=False)
+    # ((input position, dimension 0's block sizes), ...) where the blocks differ in size
+    input_row_blocks: tuple = ()
 
     @property
     def world(self):

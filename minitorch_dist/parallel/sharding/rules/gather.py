@@ -19,7 +19,8 @@ place of the gathered axis and the table's layout elsewhere.
   ``[sum(m[:k]), sum(m[:k+1]))`` and looks up its block of fields there; the output is
   split by fields and needs no communication. The data must keep each field block's ids
   in its block of rows (that is what the manual shapes describe); an id outside it gives a
-  zero row, as a row-split lookup does on the ranks that do not own it.
+  zero row, as a row-split lookup does on the ranks that do not own it. The blocks may
+  differ in size (the table's layout then carries ``row_blocks``).
 
 >>> import numpy as np
 >>> from minitorch_dist import Tensor, ops
@@ -96,6 +97,16 @@ class GatherRule(Rule):
             raise call.error(f"expects tensors (table, ids), got input shapes {call.in_shapes}")
         self._axis(call)
 
+    def strategy_shapes(self, call):
+        """A field-sliced table's rows are cut by ``manual_split``, not into equal slices:
+        the strategy's first entry counts its blocks."""
+        manual = call.prim.manual_split
+        if manual is None:
+            return None
+        table = call.in_shapes[0]
+        ids_shape = self._ids_shape(call)[0]
+        return [(len(manual),) + table[1:], ids_shape], "field-sliced lookup input"
+
     def op_dims(self, call):
         ids, is_tensor = self._ids_shape(call)
         return call.in_shapes[0] + (ids if is_tensor else ())
@@ -160,27 +171,25 @@ class GatherRule(Rule):
             raise call.error(f"manual_split (a field-sliced table) needs a 2-D table, 2-D ids "
                              f"(batch, fields) and the strategy ((n, 1), (1, n)); got table "
                              f"{table}, ids {ids_shape} and {strategy}")
-        manual = tuple(call.prim.manual_split)
-        if len(manual) != n or sum(manual) != table[0]:
-            raise call.error(f"manual_split {manual} must give one row count per rank of the "
-                             f"split ({n}) adding up to the table's {table[0]} rows")
-        if len(set(manual)) != 1:
-            raise call.error(f"manual_split {manual}: blocks of different sizes are not "
-                             "implemented (slices here are equal blocks); give every rank the "
-                             f"same number of rows, e.g. {(-(-table[0] // n),) * n} with the "
-                             "table padded to their sum")
+        manual = tuple(int(m) for m in call.prim.manual_split)
+        if len(manual) != n or sum(manual) != table[0] or min(manual) < 1:
+            raise call.error(f"manual_split {manual} must give one positive row count per rank "
+                             f"of the split ({n}) adding up to the table's {table[0]} rows")
         grid = Grid(call, (n,), world, strategy)
         k = grid.axis(0)
-        rows, where = manual[0], len(grid.device_matrix) - 1 - k
+        where = len(grid.device_matrix) - 1 - k
+        starts = [sum(manual[:c]) for c in range(n)]
 
         def local_inputs(inputs, attrs, coords):
             inputs = list(inputs)
-            local, _, device = _local_ids(inputs[1], coords[where] * rows, rows, table[0])
+            c = coords[where]
+            local, _, device = _local_ids(inputs[1], starts[c], manual[c], table[0])
             inputs[1] = Tensor._make(local, device) if device is not None else local
             return inputs, dict(attrs)
 
         def local_output(out, inputs, attrs, coords):
-            _, valid, device = _local_ids(inputs[1], coords[where] * rows, rows, table[0])
+            c = coords[where]
+            _, valid, device = _local_ids(inputs[1], starts[c], manual[c], table[0])
             mask = valid[..., None].astype(out.data.dtype)
             source = device if device is not None else get_device("CPU")
             if source is not out.device:
@@ -188,8 +197,9 @@ class GatherRule(Rule):
             return _MASK.run(out, Tensor._make(mask, out.device))
 
         in_maps = _maps_at(call, {0: (k, -1), 1: (-1, k)})
+        blocks = () if len(set(manual)) == 1 else ((0, manual),)
         return ShardPlan(grid.device_matrix, in_maps, ((-1, k, -1),), (), local_inputs,
-                         local_output)
+                         local_output, input_row_blocks=blocks)
 
 
 register(GatherRule())
