@@ -280,3 +280,21 @@ def test_cast_to_and_from_float16_equals_astype_bits_and_its_gradient(rng):
     assert t.grad.dtype == np.float32
     np.testing.assert_array_equal(t.grad.asnumpy(), np.float16(0.1).astype(np.float32))
     assert half.convert(x, np.float64).dtype == np.float64        # other pairs: astype
+
+
+def test_float16_elementwise_keeps_numpy_bits_through_float32(rng):
+    """Add, Mul, BiasAdd (and the MPI float16 sum op) compute float16 on float32 copies,
+    rounding once: NumPy's own float16 results, bit for bit, without its slow loop. The
+    bias gradient's reduction accumulates in float32."""
+    x = (rng.standard_normal((64, 128)) * 300).astype(F16)
+    y = (rng.standard_normal((64, 128)) * 3).astype(F16)
+    b = rng.standard_normal(128).astype(F16)
+    with np.errstate(over="ignore"):
+        for op, other, ref in ((ops.Add(), y, x + y), (ops.Mul(), y, x * y),
+                               (ops.BiasAdd(), b, x + b)):
+            _bits_equal(op(ms.Tensor(x), ms.Tensor(other)).asnumpy(), ref)
+    t = ms.Tensor(x, requires_grad=True)
+    bias = ms.Tensor(b, requires_grad=True)
+    ops.BiasAdd()(t, bias).backward(ms.Tensor(y))
+    _bits_equal(bias.grad.asnumpy(), y.astype(np.float32).sum(axis=0).astype(F16))
+    assert half.elementwise(np.add, x[:2, :2], y[:2, :2]).dtype == F16     # small: plain NumPy

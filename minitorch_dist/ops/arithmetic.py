@@ -7,6 +7,7 @@ the result keeps the floating operand's dtype, as in PyTorch and MindSpore, so
 ``int_tensor * 0.5`` is float32 rather than NumPy's float64. Dividing two integer tensors
 gives float32 for the same reason.
 """
+from ..backend import half
 from ..backend.dtypes import DEFAULT_FLOAT
 from .primitive import Primitive
 
@@ -26,10 +27,18 @@ def _float_wins(x, y):
     return (x, y.astype(x.dtype)) if fx else (x.astype(y.dtype), y)
 
 
+def _plus(x, y):
+    return x + y
+
+
+def _times(x, y):
+    return x * y
+
+
 class Add(Primitive):
     def forward(self, ctx, x, y):
         x, y = _float_wins(x, y)
-        return x + y
+        return half.elementwise(_plus, x, y)
 
     def backward(self, ctx, g):
         return g, g
@@ -61,11 +70,13 @@ class BiasAdd(Primitive):
         shape = [1] * x.ndim
         ctx.axis = self._axis(x)
         shape[ctx.axis] = bias.shape[0]
-        return x + bias.reshape(shape)
+        return half.elementwise(_plus, x, bias.reshape(shape))
 
     def backward(self, ctx, g):
         others = tuple(a for a in range(g.ndim) if a != ctx.axis)
-        return g, (g.sum(axis=others) if ctx.needs_input_grad[1] else None)
+        if not ctx.needs_input_grad[1]:
+            return g, None
+        return g, half.elementwise(lambda a: a.sum(axis=others), g)
 
 
 class Sub(Primitive):
@@ -81,12 +92,12 @@ class Mul(Primitive):
     def forward(self, ctx, x, y):
         x, y = _float_wins(x, y)
         ctx.save_for_backward(x, y)
-        return x * y
+        return half.elementwise(_times, x, y)
 
     def backward(self, ctx, g):
         x, y = ctx.saved
-        return (g * y if ctx.needs_input_grad[0] else None,
-                g * x if ctx.needs_input_grad[1] else None)
+        return (half.elementwise(_times, g, y) if ctx.needs_input_grad[0] else None,
+                half.elementwise(_times, g, x) if ctx.needs_input_grad[1] else None)
 
 
 class Div(Primitive):
