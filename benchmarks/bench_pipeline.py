@@ -20,6 +20,9 @@ The figures:
    loss is the *sum* of the 8 micro-batch MSEs, MindSpore's semantics, so both take the
    very same update); no target, since a 256-row product is faster per row than a 32-row
    one and no pipeline changes that. GPipe's ratios are printed too.
+   The same ratios for **interleaved 1F1B**: the same 8 layers cut in quarters on stages
+   0, 1, 0, 1 (``pipeline_interleave``, 2 chunks per rank), whose fill and drain cost half
+   as much (simulated bubble 1/17, bound 1.88) for 3 stage borders instead of 1.
    Two figures explain the gap: **micro-batching cost** = accum's step time ÷ the plain
    step's, and **pipeline efficiency** = samples/s of the 2 ranks ÷ (2 × accum's samples/s),
    whose bound is ``1 - bubble`` (0.889).
@@ -44,7 +47,8 @@ weight for the input gradient): the process holds them once, however many micro-
 alive. So the bytes are live activations proper.
 
 How it is timed: one command runs, ``--repeats`` times, four jobs in a rotating order
-(accum, plain, 1F1B, GPipe; then plain, 1F1B, GPipe, accum; ...), each
+(accum, plain, 1F1B, GPipe, interleaved; then plain, 1F1B, GPipe, interleaved, accum;
+...), each
 in fresh processes: the two one-process jobs as plain processes, the pipelines on 2 ranks
 through ``python -m minitorch_dist.run``, every job under a timeout. Each job does warm-up
 steps, then its timed steps in blocks (between barriers on the ranks); its step time is the
@@ -90,30 +94,36 @@ TARGET_THROUGHPUT = 1.6
 LR, MOMENTUM = 0.001, 0.9
 N_BATCHES = 4                   # the rotating set of batches
 SCHEDULES = ("1f1b", "gpipe")
+INTERLEAVED = "interleaved"     # 1F1B over 2 chunks per rank: the same model cut in quarters
 
 
 # ============================================================================ worker
-def build_net(ms, nn, args, staged):
-    """``args.layers`` Dense(width, width) with a ReLU between them; the first half is stage 0,
-    the second half stage 1 (two staged ``SequentialCell``s) when ``staged``."""
+def build_net(ms, nn, args, staged, chunks=1):
+    """``args.layers`` Dense(width, width) with a ReLU between them, cut into ``STAGES *
+    chunks`` equal ``SequentialCell``s: with ``chunks=1`` the first half is stage 0 and the
+    second half stage 1; with ``chunks=2`` (interleaved) the quarters are stages 0, 1, 0, 1.
+    The stages are set only when ``staged``. The same seed, the same layers in the same
+    order: every job starts from the same weights."""
     class Net(nn.Cell):
         def __init__(self):
             super().__init__()
-            half = args.layers // STAGES
             cells = []
             for i in range(args.layers):
                 cells.append(nn.Dense(args.width, args.width))
                 if i < args.layers - 1:
                     cells.append(nn.ReLU())
-            cut = 2 * half                       # Dense, ReLU per layer of the first half
-            self.stage0 = nn.SequentialCell(cells[:cut])
-            self.stage1 = nn.SequentialCell(cells[cut:])
+            per_part = 2 * args.layers // (STAGES * chunks)   # Dense, ReLU per layer
+            parts = [nn.SequentialCell(cells[k:k + per_part])
+                     for k in range(0, len(cells), per_part)]
             if staged:
-                self.stage0.pipeline_stage = 0
-                self.stage1.pipeline_stage = 1
+                for k, part in enumerate(parts):
+                    part.pipeline_stage = k % STAGES
+            self.parts = nn.CellList(parts)
 
         def construct(self, x):
-            return self.stage1(self.stage0(x))
+            for part in self.parts:
+                x = part(x)
+            return x
 
     ms.set_seed(0)
     return Net()
@@ -203,10 +213,13 @@ def pipeline_job(args, kind):
     from minitorch_dist import communication, nn
     communication.init()
     world = MPI.COMM_WORLD
+    chunks = 2 if kind == INTERLEAVED else 1
     ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.SEMI_AUTO_PARALLEL,
                                  pipeline_stages=STAGES,
-                                 pipeline_config={"pipeline_scheduler": kind})
-    net = build_net(ms, nn, args, staged=True)
+                                 pipeline_config={"pipeline_scheduler": "1f1b" if chunks > 1
+                                                  else kind,
+                                                  "pipeline_interleave": chunks > 1})
+    net = build_net(ms, nn, args, staged=True, chunks=chunks)
     net_pipeline = nn.PipelineCell(nn.WithLossCell(net, nn.MSELoss()), args.micro)
     opt = nn.Momentum(net.infer_param_pipeline_stage(), LR, MOMENTUM)
     step = nn.TrainOneStepCell(net_pipeline, opt)
@@ -296,8 +309,9 @@ def predictions(micro):
     """The simulator's bubble and per-rank peak micro-batches alive, per schedule."""
     from minitorch_dist.parallel.pipeline import generate_schedule
     out = {}
-    for kind in SCHEDULES:
-        sim = generate_schedule(kind, STAGES, micro).simulate()
+    for kind in SCHEDULES + (INTERLEAVED,):
+        sim = (generate_schedule("interleaved_1f1b", STAGES, micro, chunks=2) if kind == INTERLEAVED
+               else generate_schedule(kind, STAGES, micro)).simulate()
         out[kind] = {"bubble": sim.bubble_fraction,
                      "peak_activations": {int(r): int(n) for r, n in sim.peak_activations.items()}}
     return out
@@ -343,7 +357,7 @@ def driver(args):
     bubble = predicted["1f1b"]["bubble"]
     bound = STAGES * (1 - bubble)
 
-    names = ["accum", "baseline"] + list(SCHEDULES)
+    names = ["accum", "baseline"] + list(SCHEDULES) + [INTERLEAVED]
     loads = []                                # 1-minute load average before each job
     repeats = []
     for rep in range(args.repeats):           # rotating order: drift hits every job alike
@@ -359,6 +373,8 @@ def driver(args):
                         "throughput_gpipe": step["accum"] / step["gpipe"],
                         "plain_1f1b": step["baseline"] / step["1f1b"],
                         "plain_gpipe": step["baseline"] / step["gpipe"],
+                        "throughput_interleaved": step["accum"] / step[INTERLEAVED],
+                        "plain_interleaved": step["baseline"] / step[INTERLEAVED],
                         "time_1f1b_over_gpipe": step["1f1b"] / step["gpipe"],
                         "microbatching_cost": step["accum"] / step["baseline"],
                         "pipeline_efficiency": step["accum"] / (STAGES * step["1f1b"]),
@@ -385,6 +401,9 @@ def driver(args):
         "throughput_gpipe": spread([r["throughput_gpipe"] for r in repeats]),
         "plain_1f1b": spread([r["plain_1f1b"] for r in repeats]),
         "plain_gpipe": spread([r["plain_gpipe"] for r in repeats]),
+        "throughput_interleaved": spread([r["throughput_interleaved"] for r in repeats]),
+        "plain_interleaved": spread([r["plain_interleaved"] for r in repeats]),
+        "bound_interleaved": STAGES * (1 - predicted[INTERLEAVED]["bubble"]),
         "time_1f1b_over_gpipe": spread([r["time_1f1b_over_gpipe"] for r in repeats]),
         "microbatching_cost": spread([r["microbatching_cost"] for r in repeats]),
         "pipeline_efficiency": spread([r["pipeline_efficiency"] for r in repeats]),
@@ -428,15 +447,17 @@ def driver(args):
           f" steps in {args.blocks} blocks (median block); {args.repeats} repeats of the jobs "
           f"in rotating order")
     print(f"  accum = 1 process, the same {args.micro} micro-batches, gradients accumulated, "
-          f"one update; plain = 1 process, whole batch; 1f1b/gpipe = {STAGES} ranks")
+          f"one update; plain = 1 process, whole batch; 1f1b/gpipe/interleaved = {STAGES} "
+          "ranks")
 
     print("\n1. throughput (per repeat; step times only to explain the ratios)")
     for i, rep in enumerate(repeats):
         st = rep["step_s"]
-        print(f"  repeat {i}: step ms accum {st['accum'] * 1e3:7.1f}  plain "
-              f"{st['baseline'] * 1e3:7.1f}  1F1B {st['1f1b'] * 1e3:7.1f}  GPipe "
-              f"{st['gpipe'] * 1e3:7.1f}   1F1B / accum {rep['throughput_1f1b']:.2f}  / plain "
-              f"{rep['plain_1f1b']:.2f}   ({', '.join(rep['order'])})")
+        print(f"  repeat {i}: step ms accum {st['accum'] * 1e3:6.1f}  plain "
+              f"{st['baseline'] * 1e3:6.1f}  1F1B {st['1f1b'] * 1e3:6.1f}  GPipe "
+              f"{st['gpipe'] * 1e3:6.1f}  interleaved {st[INTERLEAVED] * 1e3:6.1f}   1F1B / "
+              f"accum {rep['throughput_1f1b']:.2f}  / plain {rep['plain_1f1b']:.2f}   "
+              f"({', '.join(rep['order'])})")
     print(f"  bound over accum: {STAGES} x (1 - bubble {bubble:.4f}) = {bound:.2f} (simulator, "
           "F = B = 1, free messages)")
 
@@ -468,6 +489,11 @@ def driver(args):
           f"{fmt(figures['throughput_gpipe'])}")
     print(f"  samples/s 2 pipeline ranks GPipe / 1 process plain step = "
           f"{fmt(figures['plain_gpipe'])}")
+    print(f"  samples/s 2 pipeline ranks interleaved 1F1B (2 chunks each) / 1 process "
+          f"accumulating = {fmt(figures['throughput_interleaved'])}  (bound "
+          f"{figures['bound_interleaved']:.2f})")
+    print(f"  samples/s 2 pipeline ranks interleaved 1F1B (2 chunks each) / 1 process plain "
+          f"step = {fmt(figures['plain_interleaved'])}")
     print(f"  step time 1 process accumulating / plain step = "
           f"{fmt(figures['microbatching_cost'])}  (the price of {args.batch // args.micro}-row "
           "micro-batches, no pipeline)")

@@ -25,6 +25,8 @@ RATIOS = ("samples/s 2 pipeline ranks 1F1B / 1 process accumulating",
           "samples/s 2 pipeline ranks 1F1B / 1 process plain step",
           "samples/s 2 pipeline ranks GPipe / 1 process accumulating",
           "samples/s 2 pipeline ranks GPipe / 1 process plain step",
+          "samples/s 2 pipeline ranks interleaved 1F1B (2 chunks each) / 1 process accumulating",
+          "samples/s 2 pipeline ranks interleaved 1F1B (2 chunks each) / 1 process plain step",
           "step time 1 process accumulating / plain step",
           "samples/s 2 pipeline ranks 1F1B / (2 x 1 process accumulating)",
           "step time 1F1B / GPipe",
@@ -53,6 +55,7 @@ def test_bound_and_predictions_come_from_the_simulator():
     assert 2 * (1 - predicted["1f1b"]["bubble"]) == pytest.approx(16 / 9)
     assert predicted["1f1b"]["peak_activations"] == {0: 2, 1: 1}
     assert predicted["gpipe"]["peak_activations"] == {0: 8, 1: 8}
+    assert predicted["interleaved"]["bubble"] == pytest.approx(1 / 17)
 
 
 def test_every_job_gets_the_launchers_allocator_setting_unless_system_malloc():
@@ -85,7 +88,7 @@ def test_quick_benchmark_runs_and_reports_the_ratios(tmp_path):
     assert done.returncode == 0, output
     for label in RATIOS:
         assert _ratio(output, label) >= 0
-    for label in RATIOS[:7]:          # timings: positive, nothing more in a quick run
+    for label in RATIOS[:9]:          # timings: positive, nothing more in a quick run
         assert _ratio(output, label) > 0
     assert re.search(r"target >= 1\.6, bound 1\.78\)\s+(PASS|MISS)", output), output
     assert re.search(r"\(\d+ s in all\)", output), output
@@ -100,6 +103,8 @@ def test_quick_benchmark_runs_and_reports_the_ratios(tmp_path):
     losses = report["last_loss"]
     assert losses["accum"] == pytest.approx(losses["1f1b"], rel=1e-4), losses
     assert losses["gpipe"] == pytest.approx(losses["1f1b"], rel=1e-4), losses
+    assert losses["interleaved"] == pytest.approx(losses["1f1b"], rel=1e-4), losses
+    assert figures["bound_interleaved"] == pytest.approx(2 * (1 - 1 / 17))
     live = figures["stage0_peak_live_microbatches"]
     assert (live["1f1b"], live["gpipe"]) == (2, 8)
     predicted = figures["predicted_peak_microbatches"]
