@@ -1,0 +1,1 @@
+"""Wide&Deep as the models repository writes it: model, callbacks, metric, data, config."""
