@@ -139,6 +139,16 @@ def test_auto_parallel_host_device_mix_keeps_tables_and_optimizers_on_the_host(t
     assert not [f for _, _, files in os.walk(tmp_path / "ckpt") for f in files if f.endswith(".ckpt")]
 
 
+@pytest.mark.skipif(not os.environ.get("WIDE_DEEP_UPSTREAM"),
+                    reason="WIDE_DEEP_UPSTREAM does not name upstream's Wide_and_Deep (imports changed)")
+def test_same_names_optimizer_split_and_losses_as_upstream():
+    from model_zoo_wide_deep.compare_upstream import compare
+    for argv in ([], ["--sparse=True"], ["--dropout_flag=True"]):
+        problems, losses, desc = compare(os.environ["WIDE_DEEP_UPSTREAM"], steps=4, argv=argv)
+        assert problems == [], (argv, problems)
+        assert len(desc["names"]) == 13 and len(losses["upstream"]) == 4
+
+
 @pytest.mark.xfail(strict=True, reason="framework: enumerating a cell's parameters renames auto-named "
                    "ones (Cell.parameters_and_names), so a checkpoint save changes the names of both "
                    "tables, on the ranks that save only; reported to the lead, not fixed here")

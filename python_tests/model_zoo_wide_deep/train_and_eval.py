@@ -65,13 +65,18 @@ def test_train_eval(config):
 test_train_eval.__test__ = False
 
 
-def main(config):
-    """Upstream's ``train_wide_and_deep``: GRAPH_MODE on ``config.device_target``, then train."""
+def set_up(config):
+    """Upstream's ``train_wide_and_deep``: GRAPH_MODE on ``config.device_target``, before training."""
     _enable_graph_kernel = config.device_target == "GPU"
     context.set_context(mode=context.GRAPH_MODE, enable_graph_kernel=_enable_graph_kernel,
                         device_target=config.device_target)
     if _enable_graph_kernel:
         context.set_context(graph_kernel_flags="--enable_cluster_ops=MatMul")
+
+
+def main(config):
+    """Set up the context (:func:`set_up`), train and evaluate, save the result."""
+    set_up(config)
     train_net, loss_cb, eval_cb = test_train_eval(config)
     save_result(config, train_net, loss_cb, eval_cb)
     return train_net, loss_cb, eval_cb

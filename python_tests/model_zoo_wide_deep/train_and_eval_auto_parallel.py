@@ -86,9 +86,9 @@ def train_and_eval(config):
     return train_net, callback, eval_callback
 
 
-def main(config):
+def set_up(config):
     """Upstream's ``train_wide_and_deep``: init, then AUTO_PARALLEL with sharding propagation
-    (sparse, use_sp), SEMI_AUTO_PARALLEL (sparse) or AUTO_PARALLEL (dense), and train."""
+    (sparse, use_sp), SEMI_AUTO_PARALLEL (sparse) or AUTO_PARALLEL (dense)."""
     context.set_context(mode=context.GRAPH_MODE, device_target=config.device_target)
     if config.device_target == "GPU":
         context.set_context(enable_graph_kernel=True)
@@ -103,6 +103,11 @@ def main(config):
         context.set_auto_parallel_context(parallel_mode=ParallelMode.SEMI_AUTO_PARALLEL, gradients_mean=True)
     else:
         context.set_auto_parallel_context(parallel_mode=ParallelMode.AUTO_PARALLEL, gradients_mean=True)
+
+
+def main(config):
+    """Set up the context (:func:`set_up`), train and evaluate, save the result."""
+    set_up(config)
     train_net, loss_cb, eval_cb = train_and_eval(config)
     save_result(config, train_net, loss_cb, eval_cb, rank=get_rank())
     return train_net, loss_cb, eval_cb

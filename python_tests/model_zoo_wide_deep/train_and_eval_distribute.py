@@ -68,8 +68,8 @@ def train_and_eval(config):
     return train_net, callback, eval_callback
 
 
-def main(config):
-    """Upstream's ``train_wide_and_deep``: init, DATA_PARALLEL with mean gradients, train."""
+def set_up(config):
+    """Upstream's ``train_wide_and_deep`` before training: init, DATA_PARALLEL with mean gradients."""
     context.set_context(mode=context.GRAPH_MODE, device_target=config.device_target)
     if config.device_target == "GPU":
         context.set_context(enable_graph_kernel=True)
@@ -78,6 +78,11 @@ def main(config):
     context.set_context(save_graphs_path='./graphs_of_device_id_' + str(get_rank()))
     context.set_auto_parallel_context(parallel_mode=ParallelMode.DATA_PARALLEL, gradients_mean=True,
                                       device_num=get_group_size(), all_reduce_fusion_config=[6, 12])
+
+
+def main(config):
+    """Set up the context (:func:`set_up`), train and evaluate, save the result."""
+    set_up(config)
     train_net, loss_cb, eval_cb = train_and_eval(config)
     save_result(config, train_net, loss_cb, eval_cb, rank=get_rank())
     return train_net, loss_cb, eval_cb
