@@ -226,7 +226,7 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False, defer=None
             deferred = _deferred_inputs(node, defer)
             if deferred:
                 later.append((node, out_grads, deferred))   # weight gradients after between()
-            pruned = () if useful is None or node.prim.backward_communicates else \
+            pruned = () if useful is None or node.prim.backward_always_runs else \
                 _inputs_off_path(node, target_ids, useful)
             _call_backward(node, out_grads, deliver, skip=deferred + pruned)
             if not retain_graph and not deferred:
@@ -290,10 +290,10 @@ def _last_consumers(nodes, sinks):
 
 def _nodes_reaching(nodes, target_ids):
     """The nodes (of ``nodes``, consumers first) from which some target is reached, and
-    those whose backward communicates (with every node on the way to them)."""
+    those whose backward always runs (pipeline send/recv), with every node on the way."""
     useful = set()
     for node in reversed(nodes):          # producers first
-        if node.prim.backward_communicates:
+        if node.prim.backward_always_runs:
             useful.add(node)
             continue
         for inp in node.inputs:

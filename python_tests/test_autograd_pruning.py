@@ -61,13 +61,14 @@ def test_pruned_branch_inputs_are_not_differentiated():
     np.testing.assert_array_equal(gw, np.full((3, 2), 4.0, np.float32))
 
 
-def test_a_backward_that_communicates_runs_even_off_the_targets_path():
-    """A pipeline Recv or a collective sends from its backward; skipping it on one rank
-    would leave the other waiting, so it runs whether or not a target lies below it."""
+def test_a_backward_that_always_runs_runs_even_off_the_targets_path():
+    """A pipeline Recv sends from its backward to a peer running another program; skipping
+    it would leave the peer waiting, so it runs whether or not a target lies below it.
+    (Collectives may be pruned: every rank of an SPMD program prunes the same nodes.)"""
     from minitorch_dist.ops.primitive import Primitive
 
     class Talks(Primitive):
-        backward_communicates = True
+        backward_always_runs = True
         calls = 0
 
         def forward(self, ctx, x):
@@ -85,3 +86,39 @@ def test_a_backward_that_communicates_runs_even_off_the_targets_path():
     (gw,) = run_backward([y], [np.float32(1.0)], targets=[w])
     assert Talks.calls == 1
     np.testing.assert_array_equal(gw, np.ones(3, np.float32))
+
+
+def test_sharded_ranks_prune_the_same_nodes_mirrors_included():
+    """Under semi-auto parallel every parameter enters through a Mirror (a collective in
+    backward). Asking for the wide weight's gradient prunes the deep branch, mirrors
+    included, on every rank alike: no rank waits in a collective the other skipped."""
+    from minitorch_dist.communication import run_ranks
+    from minitorch_dist.parallel.sharding.scope import sharding_world
+    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel")
+    x = np.random.default_rng(1).standard_normal((4, 4)).astype(np.float32)
+    calls = {"deep": 0}
+    original = ops.MatMul.backward
+
+    def counting(self, ctx, *g):
+        if self.name.startswith(("deep", "head")):
+            calls["deep"] += 1
+        return original(self, ctx, *g)
+
+    def rank(comm):
+        with sharding_world(comm):
+            ms.set_seed(0)
+            net = TwoBranches()
+            net.deep.matmul.shard(((2, 1), (1, 1)))
+            (g,) = ops.GradOperation(get_by_list=True)(net, ms.ParameterTuple([net.wide]))(
+                ms.Tensor(x[2 * comm.rank:2 * comm.rank + 2]))
+            return g.asnumpy()
+
+    ops.MatMul.backward = counting
+    try:
+        grads = run_ranks(2, rank, timeout=60)
+    finally:
+        ops.MatMul.backward = original
+        ms.reset_auto_parallel_context()
+    assert calls["deep"] == 0
+    for g in grads:
+        np.testing.assert_allclose(g, x.sum(0, keepdims=True).T, rtol=1e-5)

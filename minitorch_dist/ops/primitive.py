@@ -88,10 +88,10 @@ class Primitive:
     # True where backward computes each input's gradient only when ``needs_input_grad`` asks
     # for it, at no extra cost: a split backward (weights later) then costs nothing extra.
     split_backward = False
-    # True where backward talks to other ranks (collectives, pipeline send/recv): it runs
-    # even when its gradient reaches no requested target, so that every rank's backward
-    # makes the same calls in the same order.
-    backward_communicates = False
+    # True where backward exchanges messages with a peer running another program (pipeline
+    # send/recv): it runs even when its gradient reaches no requested target, or the peer
+    # would wait. Collectives need not: every rank of an SPMD program prunes the same nodes.
+    backward_always_runs = False
     # MindSpore primitive attributes this primitive acts on when set with add_prim_attr.
     settable_attrs = ()
     # Per-instance settings and statistics; class defaults so subclasses need not call super().__init__.

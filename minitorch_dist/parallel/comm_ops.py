@@ -169,8 +169,6 @@ class _Collective(Primitive):
     """A primitive over the ranks of a group. The communicator travels to ``forward`` as an
     attribute (like every setting), so the functional forms share one instance per class."""
 
-    backward_communicates = True
-
     def __init__(self, group=None):
         self.communicator = None if group is _FUNCTIONAL else \
             resolve_communicator(group, type(self).__name__)

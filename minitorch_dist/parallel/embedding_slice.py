@@ -283,8 +283,6 @@ class RowSliceLookup(Primitive):
     IndexError on every rank.
     """
 
-    backward_communicates = True
-
     def __init__(self, part, communicator, sparse=True):
         self.part = part
         self.communicator = communicator

@@ -56,7 +56,7 @@ class Send(Primitive):
     """Forward: post ``x`` for the next stage, return a 0-d token. Backward: the gradient of
     ``x`` received from the next stage (times the token's gradient, normally 1)."""
 
-    backward_communicates = True
+    backward_always_runs = True
 
     def __init__(self, mailbox):
         self.mailbox = mailbox
@@ -77,7 +77,7 @@ class Recv(Primitive):
     graph (``anchor`` is a 0-d tensor that requires grad, so the call is recorded).
     Backward: the input gradient goes to the outbox for the previous stage."""
 
-    backward_communicates = True
+    backward_always_runs = True
 
     def __init__(self, mailbox):
         self.mailbox = mailbox
