@@ -32,6 +32,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -129,7 +130,10 @@ def run_job(mode, args):
     command = [sys.executable, "-m", "minitorch_dist.run", "-n", str(ranks), "--timeout", str(args.timeout),
                os.path.abspath(__file__), "--worker", mode, "--size", args.size, "--steps", str(args.steps),
                "--warmup", str(args.warmup), "--batches", str(args.batches)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout + 30, cwd=ROOT)
+    # in a scratch directory: the auto-parallel program saves its strategy file in the current one
+    with tempfile.TemporaryDirectory(prefix="bench_wide_deep_zoo_") as scratch:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout + 30,
+                              cwd=scratch)
     results = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines()
                if line.startswith("BENCH_RESULT ")]
     if done.returncode != 0 or len(results) != ranks:
