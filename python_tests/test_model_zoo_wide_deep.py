@@ -139,6 +139,29 @@ def test_auto_parallel_host_device_mix_keeps_tables_and_optimizers_on_the_host(t
     assert not [f for _, _, files in os.walk(tmp_path / "ckpt") for f in files if f.endswith(".ckpt")]
 
 
+def test_branches_and_inputs_outside_the_test_version_are_refused(data_dir):
+    from model_zoo_wide_deep.src import wide_and_deep as wd
+    from model_zoo_wide_deep.src.datasets import DataType, create_dataset
+    small = ["--vocab_size=50", "--emb_dim=4", "--deep_layer_dim=[8,4,4,4]", "--batch_size=4"]
+    with pytest.raises(NotImplementedError, match="field_slice and parameter_server"):
+        wd.WideDeepModel(get_config(small + ["--field_slice=True"]))
+    with pytest.raises(NotImplementedError, match="field_slice and parameter_server"):
+        wd.WideDeepModel(get_config(small + ["--parameter_server=1"]))
+    with pytest.raises(ValueError, match="unknown settings \\['vocab'\\]"):
+        get_config(vocab=10)
+    with pytest.raises(ValueError, match="unknown activation 'gelu'"):
+        wd.DenseLayer(4, 2, ["normal", "normal"], "gelu")
+    with pytest.raises(ValueError, match="unknown method 'xavier'"):
+        wd.init_method("xavier", [2], "w")
+    with pytest.raises(ValueError, match="batch_size 150 must be a multiple of line_per_sample 100"):
+        create_dataset(data_dir, batch_size=150, data_type=DataType.MINDRECORD, line_per_sample=LINES)
+    with pytest.raises(NotImplementedError, match="use DataType.MINDRECORD"):
+        create_dataset(data_dir, data_type=DataType.TFRECORD)
+    with pytest.raises(ValueError, match="need at least 2"):
+        write_criteo_mindrecord(os.path.join(os.path.dirname(data_dir), "train.txt"), data_dir + "_x",
+                                line_per_sample=5000)
+
+
 @pytest.mark.skipif(not os.environ.get("WIDE_DEEP_UPSTREAM"),
                     reason="WIDE_DEEP_UPSTREAM does not name upstream's Wide_and_Deep (imports changed)")
 def test_same_names_optimizer_split_and_losses_as_upstream():
