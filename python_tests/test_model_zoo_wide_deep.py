@@ -126,6 +126,10 @@ def test_auto_parallel_host_device_mix_keeps_tables_and_optimizers_on_the_host(t
         wide = next(v for n, v in params.items() if n.endswith("wide_embeddinglookup.embedding_table"))
         deep = next(v for n, v in params.items() if "wide" not in n and n.endswith("embedding_table"))
         assert wide.shape == (VOCAB // 2, 1) and deep.shape == (VOCAB, EMB_DIM // 2)   # row / column slices
+        devices = dict(map(tuple, result["placement"]["params"]))
+        tables = {n: d for n, d in devices.items() if n.endswith("embedding_table")}
+        assert len(tables) == 2 and set(tables.values()) == {"CPU"}, devices     # tables on the host
+        assert devices["network.dense_layer_1.weight"] == "GPU:0", devices        # the MLP on the device
         ops = dict(map(tuple, result["placement"]["ops"]))
         lookups = {k: v for k, v in ops.items() if "(EmbeddingLookup)" in k}
         assert len(lookups) == 2 and set(lookups.values()) == {"CPU"}, ops

@@ -25,7 +25,8 @@ def save_result(config, train_net, loss_callback, eval_callback, rank=0):
     arrays["optimizer_d"] = np.array(json.dumps([p.name for p in train_net.optimizer_d.parameters]))
     report = ms.placement_report()
     placement = {"ops": [[row["display"], row["device"]] for row in report],
-                 "updates": [[row["name"], row["device"]] for row in report.updates]}
+                 "updates": [[row["name"], row["device"]] for row in report.updates],
+                 "params": [[p.name, str(p.device)] for p in params]}
     arrays["placement"] = np.array(json.dumps(placement))
     np.savez(path, **arrays)
     return path
@@ -35,7 +36,7 @@ def load_result(path):
     """The saved result as a dict: ``losses`` (steps, 2), ``eval_values``, ``params`` by name,
     ``param_list`` ((name, value) in the network's order),
     ``optimizer_w`` / ``optimizer_d`` (parameter names), ``placement`` ({"ops": [[display,
-    device], ...], "updates": [[name, device], ...]})."""
+    device], ...], "updates": [[name, device], ...], "params": [[name, device], ...]})."""
     with np.load(path) as data:
         keys = sorted(k for k in data.files if k.startswith("param/"))
         return {"losses": data["losses"], "eval_values": data["eval_values"],
