@@ -244,14 +244,15 @@ def train_job(args, comm, rank, packing=False):
             "samples_per_s": per_block * BATCH * size / statistics.median(block_times)}
 
 
-def interleaved_job(args, comm, rank):
+def interleaved_job(args, comm, rank, packing=False):
     """1 rank and 2 ranks in alternating blocks of steps of the same 2-rank job.
 
     On a shared machine the load drifts between separate 1-rank and 2-rank jobs; here a
     block of DistOpt training on both ranks (``backward_and_update``) alternates with a block
     where rank 0 trains alone through a DistOpt over a 1-rank communicator while rank 1
     sleeps (polling a nonblocking barrier every 0.5 ms, so it does not spin on a core), so
-    both figures see the same load. Same model, same process, same batches as ``train_job``.
+    both figures see the same load. Same model, same process, same batches as ``train_job``
+    (``packing``: ``value_and_grad`` + ``step(grads)``, as there).
     """
     from mpi4py import MPI
     ms, nn, DistOpt, CNN = _model_parts()
@@ -266,10 +267,16 @@ def interleaved_job(args, comm, rank):
         nn.SGD(net.trainable_params(), LR, momentum=MOMENTUM), communicator=solo_comm)
     per_block = max(1, args.steps // args.blocks)
 
+    steps = {} if not packing else {
+        id(d): training_step(ms, nn, net, d.opt, d) for d in (both, alone) if d is not None}
+
     def block(dist, b):
         for i in range(per_block):
             x, y = batches[(b * per_block + i) % len(batches)]
-            dist(loss_fn(net(x), y))
+            if packing:
+                steps[id(dist)](x, y)
+            else:
+                dist(loss_fn(net(x), y))
 
     def timed_both(b):
         world.Barrier()
@@ -322,7 +329,8 @@ def worker(args):
     comm, rank = get_communicator(), get_rank()
     jobs = {"wire": wire_job, "comm": comm_job, "train": train_job,
             "train_packing": lambda *a: train_job(*a, packing=True),
-            "interleaved": interleaved_job}
+            "interleaved": interleaved_job,
+            "interleaved_packing": lambda *a: interleaved_job(*a, packing=True)}
     for name in args.worker.split(","):
         result = jobs[name](args, comm, rank)
         if rank == 0:
@@ -412,9 +420,10 @@ def report_scaling(pairs, title=True):
     return statistics.median(ratios)
 
 
-def report_interleaved(results):
-    print("   the same with 1 and 2 ranks in alternating blocks of one job (rank 1 sleeps while "
-          "rank 0\n   trains alone), so that both see the same machine load:")
+def report_interleaved(results, title=True):
+    if title:
+        print("   the same with 1 and 2 ranks in alternating blocks of one job (rank 1 sleeps "
+              "while rank 0\n   trains alone), so that both see the same machine load:")
     ratios = [r["two_per_s"] / r["one_per_s"] for r in results]
     for i, (r, ratio) in enumerate(zip(results, ratios)):
         print(f"  repeat {i}: 1 rank {r['one_per_s']:8.1f}   2 ranks {r['two_per_s']:8.1f}   "
@@ -438,7 +447,7 @@ def driver(args):
     start = time.monotonic()
     first = launch(2, "wire,comm", args, timeout)
     paths = ["train", "train_packing"] if args.with_packing else ["train"]
-    pairs, mixed = {path: [] for path in paths}, []
+    pairs, mixed = {path: [] for path in paths}, {}
     for rep in range(args.repeats):       # ABBA order: drift in machine load cancels out
         order = [(n, path) for n in (1, 2) for path in paths]
         if rep % 2:
@@ -446,7 +455,9 @@ def driver(args):
         got = {(n, path): launch(n, path, args, timeout)[path] for n, path in order}
         for path in paths:
             pairs[path].append((got[1, path], got[2, path]))
-        mixed.append(launch(2, "interleaved", args, timeout)["interleaved"])
+        for path in paths:
+            job = path.replace("train", "interleaved")
+            mixed.setdefault(path, []).append(launch(2, job, args, timeout)[job])
     print(f"DistOpt benchmark: python {sys.version.split()[0]}, numpy {np.__version__}, "
           f"mpi4py {mpi4py.__version__}, cpus {os.cpu_count()}, C++ kernels "
           f"{'on' if first['wire']['cpp'] else 'off'}{', QUICK' if args.quick else ''}")
@@ -456,7 +467,10 @@ def driver(args):
     if args.with_packing:
         print("   the same with value_and_grad + DistOpt.step(grads) (packs after backward):")
         packing = report_scaling(pairs["train_packing"], title=False)
-    interleaved, cpu_ratio = report_interleaved(mixed)
+    interleaved, cpu_ratio = report_interleaved(mixed["train"])
+    if args.with_packing:
+        print("   the same with value_and_grad + DistOpt.step(grads) (packs after backward):")
+        packing_mixed, packing_cpu = report_interleaved(mixed["train_packing"], title=False)
     print("\nsummary (timings are noisy on a shared machine: re-measure on a quiet one)"
           + ("\n  QUICK run: too few steps and rounds for the timing ratios to mean anything"
              if args.quick else ""))
@@ -473,7 +487,8 @@ def driver(args):
     print(f"  2 ranks / 1 rank by CPU time = {cpu_ratio:.2f}  (target >= {TARGETS['scaling']})  "
           f"{verdict(cpu_ratio, TARGETS['scaling'], lower_is_better=False)}")
     if args.with_packing:
-        print(f"  (value_and_grad + step(grads), packing after backward: {packing:.2f})")
+        print(f"  (value_and_grad + step(grads), packing after backward: {packing:.2f}, "
+              f"interleaved {packing_mixed:.2f}, by CPU time {packing_cpu:.2f})")
     print(f"  ({time.monotonic() - start:.0f} s in all)")
 
 
