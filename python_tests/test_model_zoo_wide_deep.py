@@ -176,10 +176,9 @@ def test_same_names_optimizer_split_and_losses_as_upstream():
         assert len(desc["names"]) == 13 and len(losses["upstream"]) == 4
 
 
-@pytest.mark.xfail(strict=True, reason="framework: enumerating a cell's parameters renames auto-named "
-                   "ones (Cell.parameters_and_names), so a checkpoint save changes the names of both "
-                   "tables, on the ranks that save only; reported to the lead, not fixed here")
 def test_saving_a_checkpoint_leaves_parameter_names_alone(tmp_path):
+    """Regression: listing a cell's parameters renamed auto-named ones to the longest path,
+    so a checkpoint save renamed both tables, on the ranks that save only."""
     config = get_config(["--vocab_size=50", "--emb_dim=4", "--deep_layer_dim=[8,4,4,4]", "--batch_size=4"])
     from model_zoo_wide_deep.src import wide_and_deep as wd
     model = wd.WideDeepModel(config)

@@ -130,10 +130,10 @@ class Cell:
         return list(self._cells.values())
 
     def parameters_and_names(self, name_prefix="", expand=True):
-        """Unique parameters with their attribute paths. An auto-named parameter takes the
-        longest path it has been seen under: enumerating a sub-cell after its parent keeps
-        ``inner.w`` (as MindSpore names it once the parent holds the cell), so names, and the
-        optimizer state named after them, do not depend on which cell listed them last."""
+        """Unique parameters with their attribute paths (the first path a parameter held
+        twice is met under). Listing renames nothing: names are given when a cell is
+        assigned to its parent (``update_parameters_name``), as in MindSpore, so they do not
+        depend on which cell listed them, nor on whether a rank saved a checkpoint."""
         seen = set()
         cells = self.cells_and_names(name_prefix=name_prefix) if expand else [(name_prefix, self)]
         for path, cell in cells:
@@ -141,11 +141,7 @@ class Cell:
                 if id(param) in seen:
                     continue
                 seen.add(id(param))
-                full = f"{path}.{name}" if path else name
-                if param._auto_name and (param.name is None or param.name == full
-                                         or full.endswith("." + param.name)):
-                    param.name = full
-                yield full, param
+                yield (f"{path}.{name}" if path else name), param
 
     def update_parameters_name(self, prefix="", recurse=True):
         """Name every parameter ``prefix`` + its path in this cell, as MindSpore does when a
