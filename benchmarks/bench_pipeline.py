@@ -34,6 +34,14 @@ The figures:
 3. **parameter memory**: ``parameter_bytes_held ÷ parameter_bytes_model`` of each stage's
    rank (a rank releases the other stage's parameters; expect 0.5 each).
 
+4. **where the time goes** (1F1B): per rank and step, the time computing ``F`` and ``B``,
+   blocked on messages (a receive not there yet, a send not complete, named by the action
+   that waited), posting messages, and outside the schedule (optimizer, loss broadcast),
+   from ``PipelineCell.stats`` (``action_seconds``, ``waited_seconds``); then the schedule
+   simulator fed those F and B times per stage: its makespan plus the largest time outside
+   the schedule, against the measured step. A ratio near 1 says the runtime executes the
+   schedule without adding time, so what is left is the schedule's bubble and the compute.
+
 How the memory is measured (``PipelineCell.stats`` after a step, from
 ``minitorch_dist/parallel/pipeline/runner.py``): after the forward of a micro-batch the runtime
 walks that micro-batch's tape from its roots (the ``Send`` tokens, or the loss on the last
@@ -223,9 +231,19 @@ def pipeline_job(args, kind):
     net_pipeline = nn.PipelineCell(nn.WithLossCell(net, nn.MSELoss()), args.micro)
     opt = nn.Momentum(net.infer_param_pipeline_stage(), LR, MOMENTUM)
     step = nn.TrainOneStepCell(net_pipeline, opt)
-    times, loss = time_blocks(step, make_batches(ms, args), args, barrier=world.Barrier)
+    records = []          # per step: its seconds, the runtime's seconds per action kind
+
+    def recorded(x, y):
+        start = time.perf_counter()
+        out = step(x, y)
+        stats = net_pipeline.stats
+        records.append((time.perf_counter() - start, stats["action_seconds"],
+                        stats["waited_seconds"]))
+        return out
+
+    times, loss = time_blocks(recorded, make_batches(ms, args), args, barrier=world.Barrier)
     mine = {"rank": world.Get_rank(), "stage": net_pipeline.topology.stage,
-            "stats": dict(net_pipeline.stats),
+            "stats": dict(net_pipeline.stats), "time": mean_breakdown(records[args.warmup:]),
             "step_s": times, "loss": loss}
     everyone = world.gather(mine, root=0)
     communication.release()
@@ -233,6 +251,46 @@ def pipeline_job(args, kind):
         return None
     return {"job": kind, "ranks": sorted(everyone, key=lambda r: r["rank"]),
             "step_s": times, "loss": loss}            # rank 0's blocks: barriers make both ranks' equal
+
+
+def mean_breakdown(records):
+    """Mean seconds per step: the whole step, and per action kind its time and the part of it
+    spent blocked on messages (``PipelineCell.stats``)."""
+    n = len(records)
+    out = {"step": sum(r[0] for r in records) / n, "actions": {}, "waited": {}}
+    for _, actions, waited in records:
+        for key, part in (("actions", actions), ("waited", waited)):
+            for kind, seconds in part.items():
+                out[key][kind] = out[key].get(kind, 0.0) + seconds / n
+    return out
+
+
+def schedule_check(result, micro):
+    """Where one 1F1B job's time went: per rank the compute of F and B (blocked time taken
+    out), the waits, the posting and what runs outside the schedule; and the simulator's
+    makespan for those F and B times, plus the largest outside time, against the measured
+    step. The simulator's B is whole while the runtime sends a stage's input gradient
+    halfway through it (split backward), so the prediction errs high."""
+    from minitorch_dist.parallel.pipeline import generate_schedule
+    ranks, cost_f, cost_b = [], {}, {}
+    for r in result["ranks"]:
+        t = r["time"]
+        actions, waited = t["actions"], t["waited"]
+        cost_f[r["stage"]] = (actions.get("F", 0.0) - waited.get("F", 0.0)) / micro
+        cost_b[r["stage"]] = (actions.get("B", 0.0) - waited.get("B", 0.0)) / micro
+        posting = sum(actions.get(k, 0.0) - waited.get(k, 0.0)
+                      for k in actions if k not in ("F", "B"))
+        ranks.append({"rank": r["rank"], "stage": r["stage"], "step": t["step"],
+                      "F": cost_f[r["stage"]] * micro, "B": cost_b[r["stage"]] * micro,
+                      "waited": sum(waited.values()), "waited_by_kind": waited,
+                      "posting": posting, "outside": t["step"] - sum(actions.values())})
+    sim = generate_schedule("1f1b", STAGES, micro).simulate(
+        forward_cost=lambda stage: cost_f[stage], backward_cost=lambda stage: cost_b[stage])
+    predicted = sim.makespan + max(r["outside"] for r in ranks)
+    measured = max(r["step"] for r in ranks)
+    return {"ranks": ranks, "makespan": sim.makespan, "bubble": sim.bubble_fraction,
+            "predicted": predicted, "measured": measured,
+            "measured_over_predicted": measured / predicted}
 
 
 def worker(args):
@@ -378,6 +436,7 @@ def driver(args):
                         "time_1f1b_over_gpipe": step["1f1b"] / step["gpipe"],
                         "microbatching_cost": step["accum"] / step["baseline"],
                         "pipeline_efficiency": step["accum"] / (STAGES * step["1f1b"]),
+                        "check_1f1b": schedule_check(got["1f1b"], args.micro),
                         "results": got})
     last = repeats[-1]["results"]
     losses = [(name, r) for rep in repeats for name, r in rep["results"].items()
@@ -407,6 +466,11 @@ def driver(args):
         "time_1f1b_over_gpipe": spread([r["time_1f1b_over_gpipe"] for r in repeats]),
         "microbatching_cost": spread([r["microbatching_cost"] for r in repeats]),
         "pipeline_efficiency": spread([r["pipeline_efficiency"] for r in repeats]),
+        "measured_over_schedule": spread([r["check_1f1b"]["measured_over_predicted"]
+                                          for r in repeats]),
+        "waited_fraction": {str(stage): spread([
+            next(x for x in r["check_1f1b"]["ranks"] if x["stage"] == stage)["waited"]
+            / r["check_1f1b"]["measured"] for r in repeats]) for stage in range(STAGES)},
         "bound": bound, "bubble": bubble,
         "stage0_peak_bytes": {k: s0[k]["peak_bytes"] for k in SCHEDULES},
         "stage0_peak_live_microbatches": {k: s0[k]["peak_live"] for k in SCHEDULES},
@@ -475,6 +539,23 @@ def driver(args):
         print(f"  stage {stage}: held {held[stage]['parameter_bytes_held']:,} of "
               f"{held[stage]['parameter_bytes_model']:,} B")
 
+    middle = sorted(repeats, key=lambda r: r["throughput_1f1b"])[len(repeats) // 2]
+    check = middle["check_1f1b"]
+    print(f"\n4. where the 2 ranks' time goes: 1F1B, mean ms per step, the median repeat "
+          f"({repeats.index(middle)}; PipelineCell.stats)")
+    for r in check["ranks"]:
+        waits = ", ".join(f"{k} {v * 1e3:.1f}" for k, v in sorted(r["waited_by_kind"].items())
+                          if v >= 5e-5)
+        print(f"  rank {r['rank']} (stage {r['stage']}): step {r['step'] * 1e3:.1f} = computing "
+              f"F {r['F'] * 1e3:.1f} + B {r['B'] * 1e3:.1f}, blocked on messages "
+              f"{r['waited'] * 1e3:.1f} (in {waits or 'none'}), posting "
+              f"{r['posting'] * 1e3:.1f}, outside the schedule {r['outside'] * 1e3:.1f} "
+              "(optimizer, loss broadcast, slicing)")
+    print(f"  simulator, 1F1B fed these F and B times: makespan {check['makespan'] * 1e3:.1f}"
+          f" ms (bubble {check['bubble']:.3f}) + outside -> {check['predicted'] * 1e3:.1f} ms;"
+          f" measured {check['measured'] * 1e3:.1f} ms: measured / simulated = "
+          f"{check['measured_over_predicted']:.3f}")
+
     ok = figures["throughput_1f1b"]["median"] >= TARGET_THROUGHPUT
     print("\nsummary: median  [min, max] over repeats"
           + ("\n  QUICK run: sizes too small and too few steps for the timing ratios to mean "
@@ -500,6 +581,12 @@ def driver(args):
     print(f"  samples/s 2 pipeline ranks 1F1B / (2 x 1 process accumulating) = "
           f"{fmt(figures['pipeline_efficiency'])}  (bound 1 - bubble = {1 - bubble:.3f})")
     print(f"  step time 1F1B / GPipe = {fmt(figures['time_1f1b_over_gpipe'], 3)}")
+    print(f"  1F1B step measured / simulated from its own F and B times = "
+          f"{fmt(figures['measured_over_schedule'], 3)}  (1.0: the runtime adds nothing to "
+          "the schedule; below 1: the split backward's early send)")
+    for stage in range(STAGES):
+        print(f"  1F1B stage {stage} time blocked on messages / step = "
+              f"{fmt(figures['waited_fraction'][str(stage)], 3)}")
     print(f"  stage 0 peak activation bytes 1F1B / GPipe = "
           f"{figures['stage0_bytes_1f1b_over_gpipe']:.3f}  (simulator "
           f"{pred['1f1b'][0]}/{pred['gpipe'][0]} = "

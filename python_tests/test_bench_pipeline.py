@@ -30,6 +30,9 @@ RATIOS = ("samples/s 2 pipeline ranks 1F1B / 1 process accumulating",
           "step time 1 process accumulating / plain step",
           "samples/s 2 pipeline ranks 1F1B / (2 x 1 process accumulating)",
           "step time 1F1B / GPipe",
+          "1F1B step measured / simulated from its own F and B times",
+          "1F1B stage 0 time blocked on messages / step",
+          "1F1B stage 1 time blocked on messages / step",
           "stage 0 peak activation bytes 1F1B / GPipe",
           "stage 0 peak live micro-batches 1F1B / GPipe = 2/8",
           "stage 0 parameter bytes held / model",
@@ -88,7 +91,7 @@ def test_quick_benchmark_runs_and_reports_the_ratios(tmp_path):
     assert done.returncode == 0, output
     for label in RATIOS:
         assert _ratio(output, label) >= 0
-    for label in RATIOS[:9]:          # timings: positive, nothing more in a quick run
+    for label in RATIOS[:10]:          # timings: positive, nothing more in a quick run
         assert _ratio(output, label) > 0
     assert re.search(r"target >= 1\.6, bound 1\.78\)\s+(PASS|MISS)", output), output
     assert re.search(r"\(\d+ s in all\)", output), output
@@ -115,6 +118,18 @@ def test_quick_benchmark_runs_and_reports_the_ratios(tmp_path):
     assert figures["stage0_bytes_1f1b_over_gpipe"] == pytest.approx(2 / 8, rel=0.01)
     for stage in ("0", "1"):
         assert figures["parameter_fraction"][stage] == pytest.approx(0.5, abs=0.01)
-    for name in ("throughput_1f1b", "plain_1f1b", "time_1f1b_over_gpipe", "pipeline_efficiency"):
+    for key in ("1f1b stage 0", "1f1b stage 1"):      # the runtime's own timings
+        stats = report["stats"][key]
+        spent, waited = stats["action_seconds"], stats["waited_seconds"]
+        assert {"F", "B", "end"} <= set(spent), spent
+        for kind, seconds in waited.items():            # blocked time is part of its action's
+            assert 0 <= seconds <= spent[kind] + 1e-9, (key, kind, waited, spent)
+    for stage in ("0", "1"):
+        blocked = figures["waited_fraction"][stage]
+        assert 0 <= blocked["min"] <= blocked["max"] < 1, blocked
+    assert re.search(r"rank 0 \(stage 0\): step [0-9.]+ = computing F [0-9.]+ \+ B [0-9.]+, "
+                     r"blocked on messages", output), output
+    for name in ("throughput_1f1b", "plain_1f1b", "time_1f1b_over_gpipe", "pipeline_efficiency",
+                 "measured_over_schedule"):
         spread = figures[name]
         assert 0 < spread["min"] <= spread["median"] <= spread["max"], (name, spread)

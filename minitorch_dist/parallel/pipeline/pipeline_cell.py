@@ -173,7 +173,9 @@ class PipelineCell(Cell):
     * Each rank keeps and updates only its stage's parameters: the others are released
       (their memory is freed; see ``Parameter.release``).
     * ``stats``: after a step, what the runtime measured on this rank (peak activation
-      bytes and micro-batches held, parameter bytes of this stage and of the whole model).
+      bytes and micro-batches held, parameter bytes of this stage and of the whole model,
+      and the seconds per action kind, ``action_seconds``, of which ``waited_seconds``
+      were spent blocked on messages).
     """
 
     _name_scope = False
@@ -260,7 +262,9 @@ class PipelineCell(Cell):
         runner.execute(schedule.actions[engine.topology.stage])
         if train:
             self.stats.update(peak_activation_bytes=runner.peak_bytes,
-                              peak_live_microbatches=runner.peak_microbatches, schedule=kind)
+                              peak_live_microbatches=runner.peak_microbatches, schedule=kind,
+                              action_seconds=dict(runner.seconds),
+                              waited_seconds=dict(runner.waited))
         last = engine.topology.is_last_stage
         return ([runner.results[k] for k in range(self.micro_size)] if last else None), runner
 

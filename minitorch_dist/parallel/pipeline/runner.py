@@ -21,11 +21,17 @@ Nothing else waits: a compute waits only for the message it consumes, so receive
 early and sends completed late overlap the computes in between, as the schedule placed
 them.
 
+Time is measured too, per action kind: the seconds each kind took (``seconds``) and the
+part of them spent blocked on a message (``waited``: a receive not there yet, a send not
+complete), so that a step can be compared with the simulator fed the measured compute times.
+
 Activation memory is measured, not simulated: after ``F`` the bytes that the micro-batch's
 tape keeps for backward (every array saved by a primitive, each counted once, parameters
 not counted) are added to the live total, and ``B`` frees them; ``peak_activation_bytes``
 is the high-water mark.
 """
+from time import perf_counter
+
 import numpy as np
 
 from ...autograd import _topological_nodes, enable_grad, no_grad, run_backward
@@ -69,6 +75,9 @@ class StepRunner:
         self.activation_bytes = {}
         self.live_microbatches = 0
         self.peak_microbatches = 0
+        self.seconds = {}        # action kind -> seconds spent executing it this step
+        self.waited = {}         # action kind -> of which blocked on messages
+        self._kind = None        # the kind being executed (whose waits are being timed)
 
     def rank_of(self, stage):
         return self.engine.topology.rank_of_stage(stage % self.engine.topology.stages)
@@ -79,13 +88,27 @@ class StepRunner:
                     "RECV_F": self._recv_forward, "SEND_B": self._send_backward,
                     "RECV_B": self._recv_backward, "WAIT_F": self._wait_forward,
                     "WAIT_B": self._wait_backward}
+        seconds = self.seconds
         for action in actions:
-            handlers[action.kind](action.stage, action.microbatch)
+            kind = self._kind = action.kind
+            start = perf_counter()
+            handlers[kind](action.stage, action.microbatch)
+            seconds[kind] = seconds.get(kind, 0.0) + perf_counter() - start
+        self._kind = "end"
+        start = perf_counter()
         for sends in (self.forward_sends, self.backward_sends):    # those never waited for
             for requests in sends.values():
                 for request in requests:
-                    request.wait()
+                    self._wait(request)
             sends.clear()
+        seconds["end"] = perf_counter() - start
+
+    def _wait(self, request):
+        """``request.wait()``, its blocked time added to the current action kind's."""
+        start = perf_counter()
+        result = request.wait()
+        self.waited[self._kind] = self.waited.get(self._kind, 0.0) + perf_counter() - start
+        return result
 
     def _recv_forward(self, stage, mb):
         self.headers[(stage, mb)] = self.engine.channel.post_header(
@@ -117,11 +140,11 @@ class StepRunner:
 
     def _wait_forward(self, stage, mb):
         for request in self.forward_sends.pop((stage, mb), ()):
-            request.wait()
+            self._wait(request)
 
     def _wait_backward(self, stage, mb):
         for request in self.backward_sends.pop((stage, mb), ()):
-            request.wait()
+            self._wait(request)
 
     def _forward(self, stage, mb):
         run = StageRun(self, stage, mb)
@@ -163,7 +186,7 @@ class StepRunner:
 
     def _backward(self, stage, mb):
         for i, (request, _) in enumerate(self.grad_posts.pop((stage, mb), [])):
-            self.mailbox.gradients_in[(stage, mb, i)] = request.wait()
+            self.mailbox.gradients_in[(stage, mb, i)] = self._wait(request)
         # The gradients came back, so the next stage has received the activations: their
         # sends are complete (the schedule's WAIT_F normally did it just before) and the
         # buffers can go (1F1B's memory bound depends on it).
@@ -208,8 +231,11 @@ class StepRunner:
             if key not in self.headers:
                 raise RuntimeError(f"schedule error: F of stage {stage}, micro-batch {mb} "
                                    "runs before its RECV_F was posted")
+            start = perf_counter()       # the header's wait and the activations' receive
             self.incoming[key] = self.engine.channel.receive_activations(
                 self.headers.pop(key), self.rank_of(stage - 1), stage - 1, mb)
+            self.waited[self._kind] = (self.waited.get(self._kind, 0.0) + perf_counter()
+                                       - start)
         received = self.incoming[key]
         if index >= len(received):
             raise PipelineConfigError(
