@@ -496,10 +496,12 @@ def driver(args):
                             else "Open MPI's default (a waiting rank spins; --mpi-yield "
                                  "yields instead)"))
     busy = statistics.median(loads)
-    print(f"machine load (1-minute average before each job): median {busy:.1f}, "
-          f"[{min(loads):.1f}, {max(loads):.1f}] on {os.cpu_count()} cpus"
+    cpus = os.cpu_count() or 1
+    # the average trails: the previous job's processes (up to 2) are still in it
+    print(f"machine load (1-minute average before each job, the benchmark's own processes "
+          f"included): median {busy:.1f}, [{min(loads):.1f}, {max(loads):.1f}] on {cpus} cpus"
           + ("  -- BUSY: other processes compete for the cores, and the 2-rank jobs, which "
-             "need both, lose the most" if busy > 1.5 and (os.cpu_count() or 1) <= 2 else ""))
+             "need both, lose the most" if busy > max(cpus, STAGES) + 0.5 else ""))
     print(f"allocator in every job: {allocator} ("
           + ("--system-malloc)" if args.system_malloc
              else "minitorch_dist.run's rank_environment; --system-malloc removes them)"))

@@ -95,7 +95,8 @@ def test_quick_benchmark_runs_and_reports_the_ratios(tmp_path):
         assert _ratio(output, label) > 0
     assert re.search(r"target >= 1\.6, bound 1\.78\)\s+(PASS|MISS)", output), output
     assert re.search(r"\(\d+ s in all\)", output), output
-    assert re.search(r"machine load \(1-minute average before each job\): median \d", output)
+    assert re.search(r"machine load \(1-minute average before each job, the benchmark's own "
+                     r"processes included\): median \d", output)
     setting = _load_bench().malloc_setting(rank_environment())
     assert f"allocator in every job: {setting} (" in output, output
 
