@@ -146,7 +146,7 @@ class Action(namedtuple("_ActionBase", ["kind", "stage", "microbatch"])):
         """The stage at the other end of a SEND/RECV/WAIT (``s + 1`` for SEND_F, RECV_B and
         WAIT_F)."""
         if not self.is_comm:
-            raise ValueError(f"{self} is a compute action; only SEND/RECV actions have a peer")
+            raise ValueError(f"{self} is a compute action; only SEND/RECV/WAIT actions have a peer")
         return self.stage + _PEER_OFFSET[self.kind]
 
     def matching(self):
@@ -174,7 +174,7 @@ class Action(namedtuple("_ActionBase", ["kind", "stage", "microbatch"])):
         True
         """
         if not self.is_comm:
-            raise ValueError(f"{self} is a compute action; only SEND/RECV actions have a tag")
+            raise ValueError(f"{self} is a compute action; only SEND/RECV/WAIT actions have a tag")
         boundary = min(self.stage, self.peer_stage)
         direction = 0 if self.kind in (SEND_F, RECV_F, WAIT_F) else 1
         return (2 * boundary + direction) * num_microbatches + self.microbatch
