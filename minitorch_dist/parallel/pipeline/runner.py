@@ -198,12 +198,11 @@ class StepRunner:
             # Input gradients first, sent on at once; the weight gradients after (the
             # zero-bubble split): the previous stage starts its backward sooner.
             split = stage > 0 and self.engine.split_backward
-            # The Recv anchors are targets too: Recv's backward (which hands the input
-            # gradient to SEND_B) reaches no parameter, and a backward asked for targets
-            # skips the nodes that reach none of them.
-            anchors = list(self.engine.anchors.values())
+            # Recv's backward hands the input gradient to SEND_B and reaches no parameter:
+            # it runs only because Recv and Send are marked backward_always_runs (a
+            # backward asked for targets skips the nodes that reach none of them).
             found = run_backward(roots, [r.device.xp.ones(r.shape, r.dtype) for r in roots],
-                                 targets=params + anchors,
+                                 targets=params,
                                  defer={id(p) for p in params} if split else None,
                                  between=lambda: self._send_backward(stage, mb))
             for param, g in zip(params, found):
