@@ -483,7 +483,8 @@ def driver(args):
     print(f"  samples/s 2 ranks / 1 rank = {scaling:.2f}  (target >= {TARGETS['scaling']})  "
           f"{verdict(scaling, TARGETS['scaling'], lower_is_better=False)}")
     print(f"  samples/s 2 ranks / 1 rank, interleaved in one job = {interleaved:.2f}  (target >= "
-          f"{TARGETS['scaling']})  {verdict(interleaved, TARGETS['scaling'], lower_is_better=False)}")
+          f"{TARGETS['scaling']})  "
+          f"{verdict(interleaved, TARGETS['scaling'], lower_is_better=False)}")
     print(f"  2 ranks / 1 rank by CPU time = {cpu_ratio:.2f}  (target >= {TARGETS['scaling']})  "
           f"{verdict(cpu_ratio, TARGETS['scaling'], lower_is_better=False)}")
     if args.with_packing:
