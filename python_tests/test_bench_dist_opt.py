@@ -49,3 +49,23 @@ def test_quick_benchmark_runs_and_reports_the_ratios():
     assert _ratio(output, "2 ranks / 1 rank by CPU time") > 0
     for row in ("fp32", "fp16", "sparseTopK spars=0.01", "sparseThreshold", "partialUpdate"):
         assert re.search(rf"^  {re.escape(row)}", output, re.MULTILINE), output
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+@needs_mpi
+def test_bucket_launch_benchmark_runs_and_compares_three_ways():
+    script = os.path.join(REPO, "benchmarks", "bench_data_parallel.py")
+    done, _ = run_process([sys.executable, script, "--blocks", "1"])
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    for mode, buckets in (("one bucket", 1), ("two, blocking", 2), ("two, Iallreduce", 2)):
+        assert re.search(rf"^  {re.escape(mode)} +{buckets} bucket\(s\) +{NUMBER} ms +x{NUMBER}",
+                         output, re.MULTILINE), output
+    assert "x1.000 of one bucket" in output
+
+
+def test_bucket_launch_benchmark_refuses_zero_blocks():
+    script = os.path.join(REPO, "benchmarks", "bench_data_parallel.py")
+    done, _ = run_process([sys.executable, script, "--blocks", "0"])
+    assert done.returncode == 2 and "--blocks must be at least 1" in done.stderr
