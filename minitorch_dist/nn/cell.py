@@ -131,9 +131,11 @@ class Cell:
 
     def parameters_and_names(self, name_prefix="", expand=True):
         """Unique parameters with their attribute paths (the first path a parameter held
-        twice is met under). Listing renames nothing: names are given when a cell is
-        assigned to its parent (``update_parameters_name``), as in MindSpore, so they do not
-        depend on which cell listed them, nor on whether a rank saved a checkpoint."""
+        twice is met under). Names are given when a cell is assigned to its parent
+        (``update_parameters_name``), as in MindSpore; listing names only a parameter made
+        after that (a SINGA layer creates its weights at its first call) whose name is still
+        its bare attribute name. So names do not depend on which cell listed them, nor on
+        whether a rank saved a checkpoint."""
         seen = set()
         cells = self.cells_and_names(name_prefix=name_prefix) if expand else [(name_prefix, self)]
         for path, cell in cells:
@@ -141,7 +143,10 @@ class Cell:
                 if id(param) in seen:
                     continue
                 seen.add(id(param))
-                yield (f"{path}.{name}" if path else name), param
+                full = f"{path}.{name}" if path else name
+                if param._auto_name and param.name == name and full != name:
+                    param.name = full
+                yield full, param
 
     def update_parameters_name(self, prefix="", recurse=True):
         """Name every parameter ``prefix`` + its path in this cell, as MindSpore does when a

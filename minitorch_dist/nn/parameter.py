@@ -36,6 +36,7 @@ class Parameter(Tensor):
             requires_grad = False   # integer parameters (counters, ids) are never trained
         self.requires_grad = bool(requires_grad)
         self.name = name
+        self._auto_name = name is None
         self.layerwise_parallel = layerwise_parallel
         self.parallel_optimizer = parallel_optimizer
         self.pipeline_stages = set()

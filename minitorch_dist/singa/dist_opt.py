@@ -130,6 +130,25 @@ class DistOpt(CoreDistOpt):
         grads, _ = _tape_gradients(loss, self.parameters, "opt.DistOpt", self._scale())
         return [gradient_array(g, p, "DistOpt") for g, p in zip(grads, self.parameters)]
 
+    def _step(self, grads, loss, *args, **kwargs):
+        """The core's one-call steps (``backward_and_update``, ...) bind at the first loss."""
+        if loss is not None and not self._bound:
+            _tape.check_loss(loss, "opt.DistOpt(loss)")
+            self._bind_late(loss)
+        return super()._step(grads, loss, *args, **kwargs)
+
+    def _run_backward(self, loss, sinks=None):
+        """The core's backward for the one-call steps: the gradients read from the tape
+        (as ``backward``), each handed to its sink (the core's buckets) afterwards."""
+        from .opt import _tape_gradients
+        grads, _ = _tape_gradients(loss, self.parameters, "opt.DistOpt", self._scale())
+        for pos, (param, grad) in enumerate(zip(self.parameters, grads)):
+            sink = (sinks or {}).get(id(param))
+            if sink is not None and grad is not None:
+                taken = sink(grad)
+                grads[pos] = grad if taken is None else taken
+        return grads
+
     def step(self, grads, *args, **kwargs):
         """The core ``DistOpt.step`` once the parameters are bound."""
         if not self._bound:
