@@ -174,6 +174,8 @@ def test_strategy_checkpoint_options_of_the_context(tmp_path):
 
 
 def test_set_context_accepts_mindspore_options_and_says_what_they_do(caplog):
+    from minitorch_dist import context
+    context._noted.clear()        # notes are once per process; earlier tests may have set these
     try:
         with caplog.at_level(logging.WARNING, logger="minitorch_dist"):
             ms.set_context(enable_graph_kernel=True, device_id=0, max_device_memory="2GB",
