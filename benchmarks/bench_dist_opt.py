@@ -22,6 +22,7 @@ machine noise hits all sides alike: read the ratios, not the absolute times.
     python benchmarks/bench_dist_opt.py [--quick] [--repeats 7] [--steps 80] [--rounds 400]
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import statistics
@@ -436,6 +437,21 @@ def report_interleaved(results, title=True):
     return statistics.median(ratios), cpu
 
 
+def machine_ceiling(args, timeout, repeats=3):
+    """Two 1-rank jobs at once (no communication at all) against one alone: the most any
+    2-rank job can scale on this machine, whatever its communication does (memory and cache
+    shared by the cores, the machine's other load)."""
+    ratios = []
+    for _ in range(repeats):
+        alone = launch(1, "train", args, timeout)["train"]["samples_per_s"]
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            both = list(pool.map(lambda _: launch(1, "train", args, timeout), range(2)))
+        ratios.append(sum(r["train"]["samples_per_s"] for r in both) / alone)
+    print(f"\n   the machine's ceiling: two 1-rank jobs at once, no communication, / one alone: "
+          f"{', '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f})")
+    return statistics.median(ratios)
+
+
 def driver(args):
     from minitorch_dist.run import find_mpiexec
     try:
@@ -471,6 +487,7 @@ def driver(args):
     if args.with_packing:
         print("   the same with value_and_grad + DistOpt.step(grads) (packs after backward):")
         packing_mixed, packing_cpu = report_interleaved(mixed["train_packing"], title=False)
+    ceiling = machine_ceiling(args, timeout, 1 if args.quick else 3)
     print("\nsummary (timings are noisy on a shared machine: re-measure on a quiet one)"
           + ("\n  QUICK run: too few steps and rounds for the timing ratios to mean anything"
              if args.quick else ""))
@@ -487,6 +504,8 @@ def driver(args):
           f"{verdict(interleaved, TARGETS['scaling'], lower_is_better=False)}")
     print(f"  2 ranks / 1 rank by CPU time = {cpu_ratio:.2f}  (target >= {TARGETS['scaling']})  "
           f"{verdict(cpu_ratio, TARGETS['scaling'], lower_is_better=False)}")
+    print(f"  (this machine's ceiling for any 2-rank job, two 1-rank jobs at once: {ceiling:.2f};"
+          f" scaling / ceiling = {scaling / ceiling:.2f})")
     if args.with_packing:
         print(f"  (value_and_grad + step(grads), packing after backward: {packing:.2f}, "
               f"interleaved {packing_mixed:.2f}, by CPU time {packing_cpu:.2f})")

@@ -47,6 +47,7 @@ def test_quick_benchmark_runs_and_reports_the_ratios():
     assert _ratio(output, "samples/s 2 ranks / 1 rank, interleaved in one job") > 0
     assert re.search(r"interleaved in one job = \S+ +\(target >= 1\.9\) +(PASS|MISS)", output)
     assert _ratio(output, "2 ranks / 1 rank by CPU time") > 0
+    assert re.search(r"ceiling for any 2-rank job, two 1-rank jobs at once: \d+\.\d+", output)
     for row in ("fp32", "fp16", "sparseTopK spars=0.01", "sparseThreshold", "partialUpdate"):
         assert re.search(rf"^  {re.escape(row)}", output, re.MULTILINE), output
 
