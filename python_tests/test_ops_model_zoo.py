@@ -364,3 +364,8 @@ def test_add_prim_attr_acts_or_says_why_not(caplog):
     assert any("'not_a_mindspore_attr'" in n and "does not use it" in n for n in notes)
     with pytest.raises(TypeError, match="name must be a non-empty str"):
         ops.Add().add_prim_attr(3, True)
+
+
+def test_parameter_server_mode_is_refused_with_what_to_use():
+    with pytest.raises(NotImplementedError, match="parameter-server training is not supported"):
+        ms.Parameter(ms.Tensor([1.0]), "table").set_param_ps()

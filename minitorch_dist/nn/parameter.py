@@ -67,6 +67,15 @@ class Parameter(Tensor):
             self.deferred_init = None
         return self
 
+    def set_param_ps(self, init_in_server=False):
+        """MindSpore's parameter-server mode (a parameter kept on server processes) does not
+        exist here: refused, saying what to use instead."""
+        raise NotImplementedError(
+            f"Parameter {self.name!r}.set_param_ps: parameter-server training is not supported "
+            "here; keep a large table on the host with nn.EmbeddingLookup(..., target='CPU') "
+            "and optimizer.target = 'CPU', or split it over the ranks with "
+            "slice_mode='table_row_slice'")
+
     def add_pipeline_stage(self, stage):
         """Mark this parameter as used by pipeline ``stage`` (a shared parameter has several)."""
         if isinstance(stage, bool) or not isinstance(stage, int):
