@@ -62,10 +62,13 @@ def _dense_order(a):
 
 
 def _convert(a, kernel, dtype):
-    """``a`` converted by ``kernel`` in its own memory order, or by ``astype`` (same bits)."""
+    """``a`` converted by ``kernel`` in its own memory order, or by ``astype`` (same bits;
+    a value beyond float16's range becomes inf either way, without NumPy's warning, which
+    the kernel path never gives: the callers that must not overflow check for inf)."""
     order = _dense_order(a) if kernel is not None and a.size >= _MIN_KERNEL_SIZE else None
     if order is None:
-        return a.astype(dtype)
+        with np.errstate(over="ignore"):
+            return a.astype(dtype)
     out = kernel(a.transpose(order))
     return out.transpose(sorted(range(a.ndim), key=order.__getitem__))
 
