@@ -67,6 +67,34 @@ def _local_ids(ids, first, rows, total):
     return local, valid, device
 
 
+def _owned_rows(grid, axis, table, blocks):
+    """``(local_inputs, local_output)`` of a table whose gathered ``axis`` is cut into
+    ``blocks`` (sizes, in order) along its device-matrix axis: a rank shifts the ids by its
+    block's first row, points the ids it does not own at row 0, and zeroes their rows."""
+    where = len(grid.device_matrix) - 1 - grid.axis(axis)   # the row axis in coords
+    starts = [sum(blocks[:c]) for c in range(len(blocks))]
+    total = table[axis]
+
+    def local_inputs(inputs, attrs, coords):
+        inputs = list(inputs)
+        c = coords[where]
+        local, _, device = _local_ids(inputs[1], starts[c], blocks[c], total)
+        inputs[1] = Tensor._make(local, device) if device is not None else local
+        return inputs, dict(attrs)
+
+    def local_output(out, inputs, attrs, coords):
+        c = coords[where]
+        _, valid, device = _local_ids(inputs[1], starts[c], blocks[c], total)
+        mask = valid.reshape((1,) * axis + valid.shape + (1,) * (len(table) - axis - 1))
+        mask = mask.astype(out.data.dtype)
+        source = device if device is not None else get_device("CPU")
+        if source is not out.device:
+            mask = out.device.copy_from(mask, source)
+        return _MASK.run(out, Tensor._make(mask, out.device))
+
+    return local_inputs, local_output
+
+
 class GatherRule(Rule):
     types = (indexing.Gather, embedding.EmbeddingLookup)
 
@@ -140,24 +168,7 @@ class GatherRule(Rule):
         if parts == 1:
             return ShardPlan(grid.device_matrix, in_maps, (out_map,))
         rows = table[axis] // parts
-        where = len(grid.device_matrix) - 1 - grid.axis(axis)   # the row axis in coords
-        total = table[axis]
-
-        def local_inputs(inputs, attrs, coords):
-            inputs = list(inputs)
-            local, _, device = _local_ids(inputs[1], coords[where] * rows, rows, total)
-            inputs[1] = Tensor._make(local, device) if device is not None else local
-            return inputs, dict(attrs)
-
-        def local_output(out, inputs, attrs, coords):
-            _, valid, device = _local_ids(inputs[1], coords[where] * rows, rows, total)
-            mask = valid.reshape((1,) * axis + valid.shape + (1,) * (len(table) - axis - 1))
-            mask = mask.astype(out.data.dtype)
-            source = device if device is not None else get_device("CPU")
-            if source is not out.device:
-                mask = out.device.copy_from(mask, source)
-            return _MASK.run(out, Tensor._make(mask, out.device))
-
+        local_inputs, local_output = _owned_rows(grid, axis, table, [rows] * parts)
         return ShardPlan(grid.device_matrix, in_maps, (out_map,),
                          (CommStep(ALL_REDUCE, (grid.axis(axis),)),), local_inputs, local_output)
 
@@ -177,25 +188,7 @@ class GatherRule(Rule):
                              f"of the split ({n}) adding up to the table's {table[0]} rows")
         grid = Grid(call, (n,), world, strategy)
         k = grid.axis(0)
-        where = len(grid.device_matrix) - 1 - k
-        starts = [sum(manual[:c]) for c in range(n)]
-
-        def local_inputs(inputs, attrs, coords):
-            inputs = list(inputs)
-            c = coords[where]
-            local, _, device = _local_ids(inputs[1], starts[c], manual[c], table[0])
-            inputs[1] = Tensor._make(local, device) if device is not None else local
-            return inputs, dict(attrs)
-
-        def local_output(out, inputs, attrs, coords):
-            c = coords[where]
-            _, valid, device = _local_ids(inputs[1], starts[c], manual[c], table[0])
-            mask = valid[..., None].astype(out.data.dtype)
-            source = device if device is not None else get_device("CPU")
-            if source is not out.device:
-                mask = out.device.copy_from(mask, source)
-            return _MASK.run(out, Tensor._make(mask, out.device))
-
+        local_inputs, local_output = _owned_rows(grid, 0, table, manual)
         in_maps = _maps_at(call, {0: (k, -1), 1: (-1, k)})
         blocks = () if len(set(manual)) == 1 else ((0, manual),)
         return ShardPlan(grid.device_matrix, in_maps, ((-1, k, -1),), (), local_inputs,
