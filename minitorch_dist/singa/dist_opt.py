@@ -19,7 +19,6 @@ import numpy as np
 
 from .. import autograd
 from ..parallel.dist_opt import DistOpt as CoreDistOpt
-from ..parallel.grad_arrays import gradient_array
 from ..tensor import Tensor as CoreTensor
 from . import tape as _tape
 from .unsupported import not_supported
@@ -120,26 +119,26 @@ class DistOpt(CoreDistOpt):
                       "(seed every rank alike, or average the parameters first as SINGA's "
                       "mnist_cnn.py does)", RuntimeWarning, stacklevel=3)
 
-    def backward(self, loss):
-        """Gradient arrays of ``loss`` for the bound parameters, read from the tape (so a
-        layer held in a list or a closure gets its gradient)."""
-        from .opt import _tape_gradients
+    def _bind_at_first_loss(self, loss):
         if not self._bound:
             _tape.check_loss(loss, "opt.DistOpt(loss)")
             self._bind_late(loss)
-        grads, _ = _tape_gradients(loss, self.parameters, "opt.DistOpt", self._scale())
-        return [gradient_array(g, p, "DistOpt") for g, p in zip(grads, self.parameters)]
+
+    def backward(self, loss):
+        """Gradient arrays of ``loss`` for the bound parameters, read from the tape (so a
+        layer held in a list or a closure gets its gradient)."""
+        self._bind_at_first_loss(loss)
+        return super().backward(loss)
 
     def _step(self, grads, loss, *args, **kwargs):
         """The core's one-call steps (``backward_and_update``, ...) bind at the first loss."""
-        if loss is not None and not self._bound:
-            _tape.check_loss(loss, "opt.DistOpt(loss)")
-            self._bind_late(loss)
+        if loss is not None:
+            self._bind_at_first_loss(loss)
         return super()._step(grads, loss, *args, **kwargs)
 
     def _run_backward(self, loss, sinks=None):
-        """The core's backward for the one-call steps: the gradients read from the tape
-        (as ``backward``), each handed to its sink (the core's buckets) afterwards."""
+        """The core's backward, SINGA's way: the gradients read from the tape, each handed
+        to its sink (the core's buckets) afterwards."""
         from .opt import _tape_gradients
         grads, _ = _tape_gradients(loss, self.parameters, "opt.DistOpt", self._scale())
         for pos, (param, grad) in enumerate(zip(self.parameters, grads)):
