@@ -19,7 +19,7 @@ class OutputDemux:
     ``rank.<N>.log`` in the job directory and, untagged, to the launcher's stdout/stderr;
     mpiexec's own messages go to ``mpiexec.log`` (shown only when no rank explained a
     failure). A rank's "minitorch_dist: rank N failed" line stays in its log: the job's
-    report says it once."""
+    report says it once (a "minitorch_dist: note: ..." line is shown)."""
 
     def __init__(self, job_dir, out_sink=None, err_sink=None):
         self.job_dir = job_dir
@@ -81,8 +81,9 @@ class OutputDemux:
                     continue
                 self._log(rank).write(text)
                 self._log(rank).flush()
-            if kind == "stderr" and text.startswith(b"minitorch_dist: "):
-                continue        # the report says it once
+            if kind == "stderr" and text.startswith(b"minitorch_dist: ") \
+                    and not text.startswith(b"minitorch_dist: note: "):
+                continue        # a failure line: the report says it once
             if kind != "stdout" and (rank in held or text.startswith(b"-" * 20)):
                 block = held.setdefault(rank, [])
                 block.append(text)

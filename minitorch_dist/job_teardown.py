@@ -4,14 +4,51 @@
   launcher dies (Linux ``prctl``);
 * ``start_guard(session)``/``stop_guard(guard)``: a tiny process that kills the job's session
   if the launcher dies without cleaning up (SIGKILL);
-* ``kill_job(process)``: SIGTERM mpiexec, then SIGKILL whatever is left of its session.
+* ``kill_job(process)``: SIGTERM mpiexec, then SIGKILL whatever is left of its session;
+* ``launcher_identity()``/``local_launcher_pid(identity)``: how a rank tells whether the
+  launcher is a process it can watch (the same machine and PID namespace) or not (a rank
+  on another machine, where the same number is some other process or none).
 """
 import os
 import signal
 import subprocess
 import sys
 
-__all__ = ["parent_death_signal", "start_guard", "stop_guard", "kill_job"]
+__all__ = ["parent_death_signal", "start_guard", "stop_guard", "kill_job",
+           "LAUNCHER_PID_VARIABLE", "launcher_identity", "local_launcher_pid"]
+
+LAUNCHER_PID_VARIABLE = "MINITORCH_DIST_LAUNCHER_PID"
+
+
+def _process_space():
+    """This machine's boot id and this process's PID namespace: two processes with the same
+    pair see the same PIDs. "" where /proc does not say."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as source:
+            boot = source.read().strip()
+        return f"{boot}/{os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return ""
+
+
+def launcher_identity():
+    """``PID@SPACE`` of this process (the launcher), for ``LAUNCHER_PID_VARIABLE``."""
+    return f"{os.getpid()}@{_process_space()}"
+
+
+def local_launcher_pid(identity):
+    """The launcher's PID from ``identity`` when this process shares its machine and PID
+    namespace, else None (also for a malformed or space-less value: never a guess).
+
+    >>> local_launcher_pid("12@") is None, local_launcher_pid("x") is None
+    (True, True)
+    >>> local_launcher_pid(launcher_identity()) == os.getpid() or not _process_space()
+    True
+    """
+    pid, _, space = (identity or "").partition("@")
+    if not pid.isdigit() or not space or space != _process_space():
+        return None
+    return int(pid)
 
 
 def parent_death_signal():

@@ -49,9 +49,12 @@ import time
 import traceback
 
 from .backend.allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
-from .job_loopback import SAVED_PRELOAD, job_environment
+from .job_bind_shim import MODE_VARIABLE, SAVED_PRELOAD
+from .job_network import job_environment
+from .job_remote import AGENT_VARIABLE, agent_setting
 from .job_output import OutputDemux
-from .job_teardown import kill_job, parent_death_signal, start_guard, stop_guard
+from .job_teardown import (LAUNCHER_PID_VARIABLE, kill_job, launcher_identity,
+                           parent_death_signal, start_guard, stop_guard)
 
 __all__ = ["build_command", "find_mpiexec", "mpi_flavor", "rank_environment", "job_environment",
            "launch", "main", "check_timeout", "parse_args", "parse_options", "wait_processes",
@@ -136,9 +139,10 @@ def build_command(n, argv, mpiexec, python=None, flavor="openmpi", is_root=None,
             command += ["--output", "tag"]
         if remote:
             command += ["--host", hosts] if hosts else ["--hostfile", hostfile]
-            if interfaces:
+            if interfaces:       # traffic on NETS; job_remote keeps the listeners there too
                 command += ["--mca", "btl_tcp_if_include", interfaces,
-                            "--prtemca", "oob_tcp_if_include", interfaces]
+                            "--prtemca", "oob_tcp_if_include", interfaces,
+                            "--prtemca", "plm_ssh_agent", agent_setting(python)]
         else:
             command += ["--mca", "btl", "self,sm"]     # one machine: no TCP listeners
     elif flavor == "mpich":
@@ -242,9 +246,10 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
     else:
         _prune_job_dirs(tempfile.gettempdir())
         job_dir = tempfile.mkdtemp(prefix=JOB_DIR_PREFIX)
-    rank_env = job_environment(rank_environment(env), flavor, remote=bool(hosts or hostfile))
+    rank_env = job_environment(rank_environment(env), flavor, remote=bool(hosts or hostfile),
+                               interfaces=interfaces)
     rank_env["MINITORCH_DIST_JOB_DIR"] = os.path.abspath(job_dir)
-    rank_env["MINITORCH_DIST_LAUNCHER_PID"] = str(os.getpid())
+    rank_env[LAUNCHER_PID_VARIABLE] = launcher_identity()
     process = subprocess.Popen(command, env=rank_env, start_new_session=True,
                                stdout=subprocess.PIPE if demux else out_sink,
                                stderr=subprocess.PIPE if demux else err_sink,
@@ -510,12 +515,13 @@ def main(args=None):
     hosts = {key: options[key] for key in ("hosts", "hostfile", "interfaces")}
     if options["dry_run"]:
         mpiexec = find_mpiexec()
-        env = job_environment({}, mpi_flavor(mpiexec), bool(options["hosts"] or
-                                                           options["hostfile"]))
-        prefix = [f"{name}={shlex.quote(env[name])}" for name in ("LD_PRELOAD", SAVED_PRELOAD)
-                  if name in env]
-        print(" ".join(prefix + _command(options["n"], options["argv"], mpiexec,
-                                         options["oversubscribe"], **hosts)))
+        env = job_environment(dict(os.environ), mpi_flavor(mpiexec),
+                              bool(options["hosts"] or options["hostfile"]),
+                              interfaces=options["interfaces"])
+        prefix = [f"{name}={shlex.quote(env[name])}" for name in
+                  ("LD_PRELOAD", SAVED_PRELOAD, MODE_VARIABLE, AGENT_VARIABLE) if name in env]
+        print(" ".join(prefix + [shlex.quote(word) for word in _command(
+            options["n"], options["argv"], mpiexec, options["oversubscribe"], **hosts)]))
         return 0
     try:
         return launch(options["n"], options["argv"], timeout=options["timeout"],

@@ -6,7 +6,6 @@ on nothing at all; the loopback
 shim that achieves this for ``prterun`` rewrites only wildcard binds and never reaches the
 ranks; multi-machine jobs pass the networks the user names to Open MPI instead.
 """
-import ipaddress
 import os
 import signal
 import subprocess
@@ -15,7 +14,8 @@ import time
 
 import pytest
 
-from minitorch_dist import job_loopback, run
+from listening_sockets import is_loopback, listeners, proc_address
+from minitorch_dist import job_bind_shim, job_network, run
 from mpi_jobs import REPO, child_env, needs_mpi
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -23,36 +23,6 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
 
 
 # ---- what listens where ---------------------------------------------------------------------
-def _address(hex_address):
-    """An address of /proc/net/tcp{,6} ("0100007F" or 32 hex digits in 32-bit words in host
-    (little-endian) order) as an ``ipaddress`` object."""
-    raw = bytes.fromhex(hex_address)
-    if len(raw) == 4:
-        return ipaddress.IPv4Address(raw[::-1])
-    return ipaddress.IPv6Address(b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4)))
-
-
-def _listeners():
-    """``{socket inode: (address, port)}`` of every listening TCP socket on this machine."""
-    found = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = open(table).read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if fields[3] == "0A":                     # LISTEN
-                host, port = fields[1].split(":")
-                found[fields[9]] = (_address(host), int(port, 16))
-    return found
-
-
-def _is_loopback(address):
-    mapped = getattr(address, "ipv4_mapped", None)
-    return address.is_loopback or (mapped is not None and mapped.is_loopback)
-
-
 def _descendants(root):
     """``{pid: command name}`` of ``root`` and every process below it."""
     parents, names = {}, {}
@@ -92,11 +62,11 @@ def _socket_inodes(pid):
 
 
 def test_proc_net_addresses_are_decoded():
-    assert str(_address("0100007F")) == "127.0.0.1"
-    assert str(_address("00000000")) == "0.0.0.0"
-    assert str(_address("00000000000000000000000001000000")) == "::1"
-    assert _is_loopback(_address("0000000000000000FFFF00000100007F"))      # ::ffff:127.0.0.1
-    assert not _is_loopback(_address("00000000000000000000000000000000"))  # ::
+    assert str(proc_address("0100007F")) == "127.0.0.1"
+    assert str(proc_address("00000000")) == "0.0.0.0"
+    assert str(proc_address("00000000000000000000000001000000")) == "::1"
+    assert is_loopback(proc_address("0000000000000000FFFF00000100007F"))      # ::ffff:127.0.0.1
+    assert not is_loopback(proc_address("00000000000000000000000000000000"))  # ::
 
 
 # ---- a whole single-machine job ---------------------------------------------------------------
@@ -121,7 +91,7 @@ def test_single_machine_job_listens_on_loopback_only(tmp_path):
     if run.mpi_flavor(run.find_mpiexec()) != "openmpi":
         pytest.skip("the loopback shim is for Open MPI's prterun")
     env = child_env({"LD_PRELOAD": "libm.so.6"})
-    code = RANK_CODE.format(saved=job_loopback.SAVED_PRELOAD, folder=str(tmp_path))
+    code = RANK_CODE.format(saved=job_bind_shim.SAVED_PRELOAD, folder=str(tmp_path))
     launcher = subprocess.Popen([sys.executable, "-m", "minitorch_dist.run", "-n", "2",
                                  "--timeout", "100", "-c", code], cwd=REPO, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -133,17 +103,17 @@ def test_single_machine_job_listens_on_loopback_only(tmp_path):
         ranks = sorted(tmp_path.glob("rank.[0-9]"))
         assert len(ranks) == 2, "the ranks did not start within 90 s"
         processes = _descendants(launcher.pid)
-        listeners = _listeners()
+        listening = listeners()
         daemon = [pid for pid, name in processes.items() if name == "prterun"]
         assert len(daemon) == 1, processes
         rank_pids = set(_descendants(daemon[0])) - set(daemon)
         exposed, inspected = [], set()
         for pid, name in processes.items():
             for inode in _socket_inodes(pid):
-                if inode in listeners:
+                if inode in listening:
                     inspected.add(name)
-                    address, port = listeners[inode]
-                    if not _is_loopback(address) or pid in rank_pids:   # ranks: shared memory
+                    address, port = listening[inode]
+                    if not is_loopback(address) or pid in rank_pids:   # ranks: shared memory
                         exposed.append(f"{name} (pid {pid}) listens on {address} port {port}")
         assert "prterun" in inspected, "prterun listens on nothing? " + repr(processes)
         assert len(rank_pids) >= 2, processes
@@ -172,13 +142,20 @@ for family, host in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET, "127.0.0.2"),
 
 @linux_only
 def test_shim_turns_wildcard_binds_into_loopback_and_leaves_named_addresses():
-    shim, reason = job_loopback.loopback_shim()
+    shim, reason = job_bind_shim.bind_shim()
     if shim is None:
         pytest.skip(f"no loopback shim here: {reason}")
     plain = subprocess.run([sys.executable, "-c", BIND_CODE], capture_output=True, text=True,
                            timeout=60).stdout.splitlines()
     shimmed = subprocess.run([sys.executable, "-c", BIND_CODE], capture_output=True, text=True,
-                             timeout=60, env=dict(os.environ, LD_PRELOAD=shim)).stdout.splitlines()
+                             timeout=60, env=dict(os.environ, LD_PRELOAD=shim,
+                                                  MINITORCH_DIST_BIND="loopback")
+                             ).stdout.splitlines()
+    # without a mode the library changes nothing: a stray LD_PRELOAD of it is harmless
+    modeless = subprocess.run([sys.executable, "-c", BIND_CODE], capture_output=True, text=True,
+                              timeout=60, env=dict(os.environ, LD_PRELOAD=shim)
+                              ).stdout.splitlines()
+    assert modeless == plain
     assert plain[0] == "0.0.0.0 0.0.0.0" and shimmed[0] == "0.0.0.0 127.0.0.1"
     assert shimmed[1] == plain[1] == "127.0.0.2 127.0.0.2"
     if "error" not in plain[2]:                         # a host with IPv6
@@ -186,22 +163,26 @@ def test_shim_turns_wildcard_binds_into_loopback_and_leaves_named_addresses():
 
 
 def test_preload_keeps_the_users_value_for_the_shim_to_restore():
-    env = job_loopback.preload_environment({"LD_PRELOAD": "/a.so:/b.so"}, "/c/shim.so")
+    env = job_bind_shim.preload_environment({"LD_PRELOAD": "/a.so:/b.so"}, "/c/shim.so")
     assert env["LD_PRELOAD"] == "/c/shim.so /a.so:/b.so"
-    assert env[job_loopback.SAVED_PRELOAD] == "/a.so:/b.so"
-    env = job_loopback.preload_environment({}, "/c/shim.so")
-    assert env["LD_PRELOAD"] == "/c/shim.so" and env[job_loopback.SAVED_PRELOAD] == ""
+    assert env[job_bind_shim.SAVED_PRELOAD] == "/a.so:/b.so"
+    assert env[job_bind_shim.MODE_VARIABLE] == "loopback"
+    assert job_bind_shim.release_environment(env) == {"LD_PRELOAD": "/a.so:/b.so"}
+    env = job_bind_shim.preload_environment({}, "/c/shim.so", "net:eth1")
+    assert env["LD_PRELOAD"] == "/c/shim.so" and env[job_bind_shim.SAVED_PRELOAD] == ""
+    assert env[job_bind_shim.MODE_VARIABLE] == "net:eth1"
+    assert job_bind_shim.release_environment(env) == {}
 
 
 def test_without_a_compiler_the_job_runs_and_says_it_is_exposed(monkeypatch, capsys):
-    monkeypatch.setattr(job_loopback, "_compiler", lambda: None)
+    monkeypatch.setattr(job_bind_shim, "_compiler", lambda: None)
     monkeypatch.setattr(sys, "platform", "linux")
-    job_loopback.loopback_shim.cache_clear()
+    job_bind_shim.bind_shim.cache_clear()
     try:
-        assert job_loopback.loopback_shim() == (None, "no C compiler (cc) to build it")
+        assert job_bind_shim.bind_shim() == (None, "no C compiler (cc) to build it")
         env = run.job_environment({"A": "1"}, "openmpi", remote=False)
     finally:
-        job_loopback.loopback_shim.cache_clear()
+        job_bind_shim.bind_shim.cache_clear()
     assert env == {"A": "1"}
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "listen on all network interfaces" in err
@@ -211,17 +192,17 @@ def test_without_a_compiler_the_job_runs_and_says_it_is_exposed(monkeypatch, cap
 @linux_only
 def test_a_cache_path_that_ld_preload_cannot_hold_is_refused(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "my cache"))
-    monkeypatch.setattr(job_loopback, "_compiler", lambda: ["cc"])     # not needed: refused first
-    job_loopback.loopback_shim.cache_clear()
+    monkeypatch.setattr(job_bind_shim, "_compiler", lambda: ["cc"])     # not needed: refused first
+    job_bind_shim.bind_shim.cache_clear()
     try:
-        shim, reason = job_loopback.loopback_shim()
+        shim, reason = job_bind_shim.bind_shim()
     finally:
-        job_loopback.loopback_shim.cache_clear()
+        job_bind_shim.bind_shim.cache_clear()
     assert shim is None and "space or a colon" in reason
 
 
 def test_only_single_machine_open_mpi_jobs_get_the_shim(monkeypatch):
-    monkeypatch.setattr(job_loopback, "loopback_shim", lambda: ("/x/shim.so", None))
+    monkeypatch.setattr(job_network, "bind_shim", lambda: ("/x/shim.so", None))
     assert run.job_environment({}, "openmpi", remote=False)["LD_PRELOAD"] == "/x/shim.so"
     assert "LD_PRELOAD" not in run.job_environment({}, "openmpi", remote=True)
     assert "LD_PRELOAD" not in run.job_environment({}, "mpich", remote=False)
@@ -230,7 +211,7 @@ def test_only_single_machine_open_mpi_jobs_get_the_shim(monkeypatch):
 @linux_only
 @needs_mpi
 def test_dry_run_shows_the_preload_for_one_machine_only():
-    if run.mpi_flavor(run.find_mpiexec()) != "openmpi" or job_loopback.loopback_shim()[0] is None:
+    if run.mpi_flavor(run.find_mpiexec()) != "openmpi" or job_bind_shim.bind_shim()[0] is None:
         pytest.skip("no Open MPI or no loopback shim here")
 
     def dry_run(*args):
@@ -239,9 +220,11 @@ def test_dry_run_shows_the_preload_for_one_machine_only():
                               timeout=60)
         assert done.returncode == 0, done.stderr
         return done.stdout.split()
-    assert dry_run("-n", "2", "t.py")[0] == "LD_PRELOAD=" + job_loopback.loopback_shim()[0]
-    assert not any(w.startswith("LD_PRELOAD=")
-                   for w in dry_run("-n", "2", "--hosts", "a,b", "--iface", "eth0", "t.py"))
+    assert dry_run("-n", "2", "t.py")[0] == "LD_PRELOAD=" + job_bind_shim.bind_shim()[0]
+    assert not any(w.startswith("LD_PRELOAD=") for w in dry_run("-n", "2", "--hosts", "a,b",
+                                                                 "t.py"))
+    named = dry_run("-n", "2", "--hosts", "a,b", "--iface", "eth0", "t.py")
+    assert "MINITORCH_DIST_BIND=net:eth0" in named and named[0].startswith("LD_PRELOAD=")
 
 
 # ---- several machines: the user names the network ----------------------------------------------

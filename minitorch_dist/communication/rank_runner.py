@@ -15,7 +15,11 @@ Like ``python -m mpi4py`` (which it replaces in the launcher) it runs the progra
 * a program that ends without an exception (or with ``sys.exit``) leaves an exit record, from
   which ranks still waiting in a collective learn that it will never come (see ``watchdog``);
 * when the launcher itself disappears (killed with SIGKILL), the rank ends too: a thread
-  checks every second that the launcher's process still exists.
+  checks every second that the launcher's process still exists (ranks on the launcher's
+  machine; the others end with their daemon, which loses the launcher's);
+* in a multi-machine job with ``--iface``, the bind shim keeps MPI's listeners on the named
+  networks (``job_network``): the rank initialises MPI first, then releases the shim, so the
+  user's own sockets bind where the user says.
 
 Without a job directory (started by hand) it prints the traceback like Python does.
 """
@@ -27,10 +31,10 @@ import time
 import traceback
 
 from . import watchdog
+from ..job_bind_shim import MODE_VARIABLE, release_environment
+from ..job_teardown import LAUNCHER_PID_VARIABLE, local_launcher_pid
 
 __all__ = ["main", "run_program", "LAUNCHER_PID_VARIABLE"]
-
-LAUNCHER_PID_VARIABLE = "MINITORCH_DIST_LAUNCHER_PID"
 _USAGE = "usage: python -m minitorch_dist.communication.rank_runner script.py | -m module | -c code [args...]"
 
 
@@ -103,12 +107,30 @@ def _watch_launcher(pid):
     threading.Thread(target=loop, name="minitorch_dist-launcher-watch", daemon=True).start()
 
 
+def _note_unseen_job_dir():
+    """A rank on a machine that cannot see the launcher's job directory (a multi-machine
+    job without a shared ``--log-dir``) says once per machine what that costs."""
+    folder = os.environ.get(watchdog.JOB_DIR_VARIABLE)
+    if not folder or os.path.isdir(folder) or os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK",
+                                                               "0") != "0":
+        return
+    print(f"minitorch_dist: note: the ranks on {os.uname().nodename} cannot see the job "
+          f"directory {folder}: their errors print in full and an early exit of one of them "
+          "is not detected (use --timeout). A --log-dir on a filesystem that every machine "
+          "shares gives them the launcher's report and early-exit detection.",
+          file=sys.stderr, flush=True)
+
+
 def main(argv=None):
     """Run the program; record how it ended; abort the job when it raised."""
     argv = sys.argv[1:] if argv is None else argv
-    launcher = os.environ.get(LAUNCHER_PID_VARIABLE, "")
-    if launcher.isdigit():
-        _watch_launcher(int(launcher))
+    launcher = local_launcher_pid(os.environ.get(LAUNCHER_PID_VARIABLE))
+    if launcher is not None:
+        _watch_launcher(launcher)
+    if os.environ.get(MODE_VARIABLE, "").startswith("net:"):
+        from mpi4py import MPI      # noqa: F401  (MPI_Init opens its listeners under the shim)
+        release_environment(os.environ)
+    _note_unseen_job_dir()
     try:
         run_program(argv)
     except SystemExit as exc:
