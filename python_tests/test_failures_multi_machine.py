@@ -19,7 +19,7 @@ import pytest
 
 from listening_sockets import TABLES, is_loopback, parse_listeners
 from minitorch_dist import job_bind_shim, job_network, job_remote, job_teardown, run
-from mpi_jobs import REPO, child_env, needs_mpi
+from mpi_jobs import REPO, SCRIPTS, child_env, needs_mpi
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="LD_PRELOAD and namespaces are Linux-only")
@@ -224,20 +224,37 @@ def _listening_in(namespace):
     return list(parse_listeners(text).values())
 
 
-def _run_two_machine_job(machines, folder, extra):
-    """Start a 2-rank job over both namespaces; once both ranks report, list what listens
-    in each; return (listeners by namespace, rank reports, exit code, stderr)."""
+def _start_job(machines, folder, args):
+    """``python -m minitorch_dist.run -n 2 --hosts A,B ARGS`` launched on machine a (nodeA)
+    with the fake ssh reaching b (nodeB), which cannot see the launcher's temporary folder."""
     hidden = folder / "launcher_tmp"
-    hidden.mkdir()
+    hidden.mkdir(exist_ok=True)
     ssh = _fake_ssh(folder, machines["b"], hidden)
-    script = folder / "job.py"
-    script.write_text(JOB_CODE)
     env = child_env({"PRTE_MCA_plm_ssh_agent": str(ssh), "TMPDIR": str(hidden)})
     launch = (f"hostname nodeA; exec {sys.executable} -m minitorch_dist.run -n 2 --timeout 90 "
-              f"--hosts {CLUSTER}1,{CLUSTER}2 {extra} {script} {folder}")
-    launcher = subprocess.Popen(["ip", "netns", "exec", machines["a"], "unshare", "--uts",
-                                 "sh", "-c", launch], cwd=REPO, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+              f"--hosts {CLUSTER}1,{CLUSTER}2 {args}")
+    return subprocess.Popen(["ip", "netns", "exec", machines["a"], "unshare", "--uts", "sh",
+                             "-c", launch], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _finish(launcher, timeout=120):
+    try:
+        out, err = launcher.communicate(timeout=timeout)
+    finally:
+        if launcher.poll() is None:
+            launcher.send_signal(signal.SIGTERM)
+            launcher.communicate(timeout=30)
+    return out, err
+
+
+def _run_two_machine_job(machines, folder, extra):
+    """A 2-rank job over both namespaces; once both ranks report, list what listens in each;
+    return (listeners by namespace, rank reports, exit code, stderr)."""
+    script = folder / "job.py"
+    script.write_text(JOB_CODE)
+    launcher = _start_job(machines, folder, f"{extra} {script} {folder}")
+    listening = {}
     try:
         deadline = time.monotonic() + 90
         while len(list(folder.glob("rank.[0-9]"))) < 2 and time.monotonic() < deadline:
@@ -245,14 +262,11 @@ def _run_two_machine_job(machines, folder, extra):
                 break
             time.sleep(0.1)
         listening = {side: _listening_in(ns) for side, ns in machines.items()}
-        (folder / "stop").write_text("")
-        out, err = launcher.communicate(timeout=60)
     finally:
-        if launcher.poll() is None:
-            launcher.send_signal(signal.SIGTERM)
-            launcher.communicate(timeout=30)
+        (folder / "stop").write_text("")
+        out, err = _finish(launcher)
     reports = sorted(path.read_text() for path in folder.glob("rank.[0-9]"))
-    return listening, reports, launcher.returncode, err.decode(errors="replace")
+    return listening, reports, launcher.returncode, err
 
 
 def _exposed(addresses, allowed_prefix):
@@ -263,8 +277,8 @@ def _exposed(addresses, allowed_prefix):
 @linux_only
 @needs_mpi
 @pytest.mark.timeout(200)
-@pytest.mark.parametrize("iface", ["clu0", CLUSTER + "0/24"])
-def test_a_two_machine_job_listens_on_the_named_network_only(machines, tmp_path, iface):
+@pytest.mark.parametrize("iface, hosts", [("clu0", "--hosts"), (CLUSTER + "0/24", "--hostfile")])
+def test_a_two_machine_job_listens_on_the_named_network_only(machines, tmp_path, iface, hosts):
     """Fails with Open MPI's defaults (next test): prterun, the remote prted and both ranks
     listen on 0.0.0.0/[::]. With the bind shim each listens on its machine's clu0 address or
     on loopback; the ranks compute together over clu0 and then run without the shim."""
@@ -272,7 +286,13 @@ def test_a_two_machine_job_listens_on_the_named_network_only(machines, tmp_path,
         pytest.skip("the bind shim is for Open MPI")
     if job_bind_shim.bind_shim()[0] is None:
         pytest.skip("no bind shim here: " + job_bind_shim.bind_shim()[1])
-    listening, reports, code, err = _run_two_machine_job(machines, tmp_path, f"--iface {iface}")
+    if hosts == "--hostfile":       # the same machines, named in a file
+        (tmp_path / "hosts").write_text(f"{CLUSTER}1 slots=1\n{CLUSTER}2 slots=1\n")
+        hosts = f"--hostfile {tmp_path / 'hosts'}"
+    else:
+        hosts = ""
+    listening, reports, code, err = _run_two_machine_job(machines, tmp_path,
+                                                         f"{hosts} --iface {iface}")
     assert code == 0, err
     assert reports == ["nodeA|3.0|<unset>|<unset>", "nodeB|3.0|<unset>|<unset>"], err
     for side, host in (("a", 1), ("b", 2)):
@@ -297,3 +317,39 @@ def test_without_iface_the_two_machine_job_runs_and_listens_everywhere(machines,
     assert reports == ["nodeA|3.0|<unset>|<unset>", "nodeB|3.0|<unset>|<unset>"], err
     assert _exposed(listening["b"], CLUSTER)
     assert "without --iface" in err
+
+
+@linux_only
+@needs_mpi
+@pytest.mark.timeout(200)
+def test_a_remote_rank_that_raises_ends_the_job_quickly(machines, tmp_path):
+    if run.mpi_flavor(run.find_mpiexec()) != "openmpi":
+        pytest.skip("the fake ssh is Open MPI's launch agent")
+    script = tmp_path / "raise.py"
+    script.write_text("from mpi4py import MPI\nc = MPI.COMM_WORLD\nc.Barrier()\n"
+                      "if c.rank == 1:\n    raise ValueError('bad batch on nodeB')\n"
+                      "c.Barrier()\n")
+    started = time.monotonic()
+    launcher = _start_job(machines, tmp_path, f"--iface clu0 {script}")
+    out, err = _finish(launcher)
+    assert time.monotonic() - started < 30
+    assert launcher.returncode != 0
+    assert "ValueError: bad batch on nodeB" in err     # printed in full: no shared job dir
+
+
+@linux_only
+@needs_mpi
+@pytest.mark.timeout(200)
+def test_with_a_shared_log_dir_a_remote_early_exit_is_named(machines, tmp_path):
+    """The job directory on a folder both machines see: rank 1 (on nodeB) leaving early is
+    detected and named, as on one machine."""
+    if run.mpi_flavor(run.find_mpiexec()) != "openmpi":
+        pytest.skip("the fake ssh is Open MPI's launch agent")
+    started = time.monotonic()
+    launcher = _start_job(machines, tmp_path, f"--iface clu0 --log-dir {tmp_path / 'logs'} "
+                                              f"{os.path.join(SCRIPTS, 'fail_early_exit.py')} exit 1")
+    out, err = _finish(launcher)
+    assert time.monotonic() - started < 30, err
+    assert launcher.returncode != 0
+    assert "rank 1 left the job without an error at step 3" in err, err
+    assert "cannot see the job directory" not in err
