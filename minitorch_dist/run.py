@@ -24,8 +24,9 @@ How a job ends (docs/failures.md has the whole story):
   whatever is left of the job's session.
 * A single-machine job is not reachable from the network: the ranks talk over shared
   memory (no TCP listeners) and Open MPI's daemon listens on loopback only
-  (``job_loopback``). ``--hosts`` or ``--hostfile`` start ranks on several machines,
-  ``--iface`` names the network their traffic uses.
+  (``job_network``). ``--hosts`` or ``--hostfile`` start ranks on several machines;
+  ``--iface`` names the network that their traffic uses and that every daemon and rank
+  listens on, on every machine (``job_remote``).
 
 Otherwise the launcher returns mpiexec's code, which is non-zero when any rank failed.
 ``launch(n, argv, timeout)`` does the same from Python (tests, notebooks); ``build_command``
@@ -110,7 +111,8 @@ def build_command(n, argv, mpiexec, python=None, flavor="openmpi", is_root=None,
     launcher sorts them into per-rank logs). Without ``hosts``/``hostfile`` the job is on
     this machine and Open MPI's traffic between ranks stays on shared memory (no TCP
     listeners); with them, ``interfaces`` (e.g. "eth0" or "10.0.0.0/8") restricts MPI's
-    TCP and out-of-band traffic to those networks.
+    TCP and out-of-band traffic to those networks, and makes ``job_remote`` the launch agent
+    that carries the bind shim to the other machines (``job_network``).
 
     >>> build_command(8, ["-m", "pkg.train"], "mpiexec", "py", is_root=True, cores=2,
     ...               abort_on_error=False)
@@ -224,7 +226,8 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
     ``hosts`` ("a,b" or a list) / ``hostfile`` start ranks on other machines, over the
     network ``interfaces`` named (e.g. "eth0"); without them the job stays on this machine
     and its ranks talk over shared memory (they open no TCP port), and Open MPI's daemon
-    listens on loopback only (``job_environment``). Extra keyword arguments go to
+    listens on loopback only; with ``interfaces`` every listener of the job is on those
+    networks (``job_network.job_environment``). Extra keyword arguments go to
     ``subprocess.Popen``; ``stdout``/``stderr`` may be files (prefer them to pipes).
     """
     timeout = check_timeout(timeout)
