@@ -353,3 +353,23 @@ def test_with_a_shared_log_dir_a_remote_early_exit_is_named(machines, tmp_path):
     assert launcher.returncode != 0
     assert "rank 1 left the job without an error at step 3" in err, err
     assert "cannot see the job directory" not in err
+
+
+@linux_only
+@needs_mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("script, args, expected", [
+    ("dp_model_check.py", "", "DP_MODEL_CHECK OK world=2"),
+    ("dist_opt_check.py", "--option fp16 --tol 2e-3", "DIST_OPT_CHECK OK"),
+])
+def test_training_over_two_machines_equals_one_process(machines, tmp_path, script, args,
+                                                       expected):
+    """The ranks talk over TCP on clu0 here (not shared memory): Model.train's data parallel
+    and SINGA's DistOpt still match one process."""
+    if run.mpi_flavor(run.find_mpiexec()) != "openmpi":
+        pytest.skip("the fake ssh is Open MPI's launch agent")
+    launcher = _start_job(machines, tmp_path, f"--iface clu0 {os.path.join(SCRIPTS, script)} "
+                                              f"{args}")
+    out, err = _finish(launcher, timeout=240)
+    assert launcher.returncode == 0, err
+    assert expected in out, out
