@@ -414,12 +414,13 @@ def test_dynamic_loss_scale_skips_inf_steps_on_every_rank(option):
         bad = rank_grads(comm.rank, 0, scale=1024.0)
         if comm.rank == 1:
             bad[2][7] = np.inf
-        skipped = opt.step(bad, option, spars=0.5, threshold=THRESHOLD)
+        sparse = {"spars": 0.5} if option.startswith("sparse") else {}
+        skipped = opt.step(bad, option, threshold=THRESHOLD, **sparse)
         unchanged = all(np.array_equal(a, b) for a, b in zip(start, values(params)))
         after_skip = (scale.scale, int(opt.opt.global_step.asnumpy()[0]))
-        applied = opt.step(rank_grads(comm.rank, 1, scale=512.0), option, spars=0.5,
-                           threshold=THRESHOLD)
-        opt.step(rank_grads(comm.rank, 2, scale=512.0), option, spars=0.5, threshold=THRESHOLD)
+        applied = opt.step(rank_grads(comm.rank, 1, scale=512.0), option, threshold=THRESHOLD,
+                           **sparse)
+        opt.step(rank_grads(comm.rank, 2, scale=512.0), option, threshold=THRESHOLD, **sparse)
         return skipped, unchanged, after_skip, applied, scale.scale, values(params)
 
     results = run_ranks(world, run, timeout=TIMEOUT)
@@ -550,7 +551,8 @@ def test_comm_stats_fp16_and_topk_byte_ratios():
         opt = DistOpt(nn.SGD(params, 0.01), communicator=comm)
         opt.reset_comm_stats()
         for option in ("fp32", "fp16", "sparseTopK", "sparseThreshold", "partialUpdate"):
-            opt.step(rank_grads(comm.rank, 0, shapes), option, spars=0.01)
+            sparse = {"spars": 0.01} if option.startswith("sparse") else {}
+            opt.step(rank_grads(comm.rank, 0, shapes), option, **sparse)
         stats = opt.comm_stats()
         return stats["by_option"], stats["bytes_sent"], stats["calls"]
 
@@ -601,7 +603,7 @@ def test_parameters_on_the_virtual_gpu(virtual_gpu):
         opt = DistOpt(nn.SGD(params, 1.0), communicator=comm)
         grads = [np.full(p.shape, comm.rank + 1.0, np.float32) for p in params]
         for option in ("fp32", "fp16", "sparseTopK", "partialUpdate"):
-            opt.step(grads, option, spars=1.0)
+            opt.step(grads, option, **({"spars": 1.0} if option == "sparseTopK" else {}))
         return [(p.device.is_host, p.asnumpy()) for p in params]
 
     for result in run_ranks(2, run, timeout=TIMEOUT):

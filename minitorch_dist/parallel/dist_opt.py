@@ -185,6 +185,7 @@ class DistOpt:
                              f"{dist_option!r}")
         _check_positive_int("threshold", threshold)
         sparse = option.startswith("sparse")
+        _check_option_arguments(option, sparse, spars, topK, corr, clipping)
         if sparse:
             if topK is not None and bool(topK) != (option == "sparseTopK"):
                 raise ValueError(f"DistOpt.step: topK={topK!r} contradicts dist_option={option!r}")
@@ -360,6 +361,22 @@ class DistOpt:
 
 
 # ---- construction helpers -------------------------------------------------------------------
+
+def _check_option_arguments(option, sparse, spars, topK, corr, clipping):
+    """Refuse arguments that ``option`` would ignore: ``spars``/``topK``/``corr`` act only in
+    the sparse options, ``clipping`` only in fp16 (SINGA's signatures say the same)."""
+    if not sparse:
+        given = [f"{name}={value!r}" for name, value, default in
+                 (("spars", spars, None), ("topK", topK, None), ("corr", corr, True))
+                 if value is not default and value != default]
+        if given:
+            raise ValueError(f"DistOpt.step: {', '.join(given)} only apply to the sparse options "
+                             f"('sparseTopK', 'sparseThreshold'), not to {option!r}")
+    if clipping and option != "fp16":
+        raise ValueError(f"DistOpt.step: clipping only applies to 'fp16' (it bounds what float16 "
+                         f"carries), not to {option!r}")
+
+
 def _check_positive_int(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"DistOpt: {name} must be a positive int, got {value!r}")
