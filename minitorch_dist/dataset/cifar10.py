@@ -9,6 +9,7 @@ import re
 import numpy as np
 
 from .array_source import ArraySourceDataset
+from .sampling import check_workers
 
 RECORD_BYTES = 1 + 3 * 32 * 32
 _USAGES = ("train", "test", "all")
@@ -54,6 +55,9 @@ class Cifar10Dataset(ArraySourceDataset):
         if sampler is not None:
             raise ValueError("Cifar10Dataset: sampler is not supported; use shuffle, "
                              "num_shards/shard_id and num_samples")
+        if cache is not None:
+            raise ValueError("Cifar10Dataset: cache (a MindSpore cache server) is not supported; pass cache=None")
+        check_workers(num_parallel_workers, "Cifar10Dataset")
         usage = "all" if usage is None else usage
         if usage not in _USAGES:
             raise ValueError(f"Cifar10Dataset: usage must be one of {_USAGES} or None, got {usage!r}")

@@ -24,6 +24,7 @@ import os
 import numpy as np
 
 from .array_source import ArraySourceDataset
+from .sampling import check_workers
 
 NUM_INT_FIELDS = 13
 NUM_CAT_FIELDS = 26
@@ -186,6 +187,7 @@ class CriteoDataset(ArraySourceDataset):
 
     def __init__(self, dataset_files_or_dir, threshold=100, vocab=None, num_samples=None,
                  shuffle=None, num_shards=None, shard_id=None, num_parallel_workers=None):
+        check_workers(num_parallel_workers, "CriteoDataset")
         files = criteo_files(dataset_files_or_dir)
         parts = [read_criteo_text(path) for path in files]
         labels = np.concatenate([p[0] for p in parts])

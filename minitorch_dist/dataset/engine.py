@@ -16,6 +16,9 @@ import weakref
 
 import numpy as np
 
+from ..runtime import _once
+from .sampling import check_workers
+
 BLOCK_ROWS = 2048   # rows per block: big enough to amortise Python, small enough for cache
 
 
@@ -59,21 +62,48 @@ class Dataset:
 
     # ---- pipeline operations --------------------------------------------------------------
     def map(self, operations, input_columns=None, output_columns=None, column_order=None,
-            num_parallel_workers=None, python_multiprocessing=False, **unused):
+            num_parallel_workers=None, python_multiprocessing=False, cache=None, callbacks=None,
+            max_rowsize=16, offload=None):
         """Apply ``operations`` (one callable or a list, in order) to ``input_columns``.
 
         ``input_columns`` defaults to the first column; ``output_columns`` names the results
         (default: they replace the input columns). Transforms from ``ds.vision`` and
         ``ds.transforms`` run on whole blocks of samples at once; other callables run once
-        per sample. ``num_parallel_workers``/``python_multiprocessing`` are accepted for
-        MindSpore compatibility and ignored.
+        per sample. ``num_parallel_workers``, ``python_multiprocessing``, ``max_rowsize`` and
+        ``offload`` only tune MindSpore's speed: checked, and noted once when set; ``cache``
+        and ``callbacks`` are refused.
         """
         from .operations import MapDataset
+        what = "Dataset.map"
+        check_workers(num_parallel_workers, what)
+        _speed_flag(what, "python_multiprocessing", python_multiprocessing, False)
+        _speed_flag(what, "offload", offload, None)
+        _check_rowsize(what, max_rowsize)
+        _refuse(what, "cache", cache, "a MindSpore cache server is not supported")
+        _refuse(what, "callbacks", callbacks, "dataset callbacks (DSCallback) are not supported")
         return MapDataset(self, operations, input_columns, output_columns, column_order)
 
-    def batch(self, batch_size, drop_remainder=False, num_parallel_workers=None, **unused):
-        """Stack ``batch_size`` consecutive rows; the last batch is smaller unless dropped."""
+    def batch(self, batch_size, drop_remainder=False, num_parallel_workers=None, **kwargs):
+        """Stack ``batch_size`` consecutive rows; the last batch is smaller unless dropped.
+
+        MindSpore's ``python_multiprocessing`` and ``max_rowsize`` are checked and noted as in
+        :meth:`map`; ``per_batch_map`` (with its ``input_columns``/``output_columns``) and
+        ``pad_info`` are refused, as is any other keyword.
+        """
         from .operations import BatchDataset
+        what = "Dataset.batch"
+        check_workers(num_parallel_workers, what)
+        unknown = sorted(set(kwargs) - _BATCH_KWARGS)
+        if unknown:
+            raise TypeError(f"{what} got unexpected keyword arguments {unknown}; it takes "
+                            f"batch_size, drop_remainder, num_parallel_workers and "
+                            f"{sorted(_BATCH_KWARGS)}")
+        _speed_flag(what, "python_multiprocessing", kwargs.get("python_multiprocessing", False),
+                    False)
+        _check_rowsize(what, kwargs.get("max_rowsize", 16))
+        for name in ("per_batch_map", "input_columns", "output_columns", "pad_info"):
+            _refuse(what, name, kwargs.get(name), "per-batch functions and padding are not "
+                    "supported; apply the function with map() before batch()")
         return BatchDataset(self, batch_size, drop_remainder)
 
     def shuffle(self, buffer_size):
@@ -169,14 +199,17 @@ class Dataset:
         """An iterator yielding each row as a list of Tensors (NumPy arrays if ``output_numpy``).
 
         Each ``for`` loop over the iterator runs one epoch; after ``num_epochs`` epochs
-        (-1: unlimited) it raises RuntimeError.
+        (-1: unlimited) it raises RuntimeError. ``do_copy=False`` (MindSpore's faster Tensor
+        conversion) is checked and noted once: the values are the same.
         """
         from .iterators import TupleIterator
+        _speed_flag("create_tuple_iterator", "do_copy", do_copy, True)
         return TupleIterator(self, num_epochs, output_numpy, columns)
 
     def create_dict_iterator(self, num_epochs=-1, output_numpy=False, do_copy=True):
         """Like :meth:`create_tuple_iterator`, yielding ``{column name: value}`` dicts."""
         from .iterators import DictIterator
+        _speed_flag("create_dict_iterator", "do_copy", do_copy, True)
         return DictIterator(self, num_epochs, output_numpy)
 
     def __iter__(self):
@@ -186,6 +219,38 @@ class Dataset:
     def __repr__(self):
         inner = f"<- {self.children[0]!r}" if self.children else ""
         return f"{type(self).__name__}(columns={self.get_col_names()}) {inner}".strip()
+
+
+# MindSpore's batch() keywords besides batch_size, drop_remainder, num_parallel_workers
+_BATCH_KWARGS = frozenset({"per_batch_map", "input_columns", "output_columns", "pad_info",
+                           "python_multiprocessing", "max_rowsize"})
+
+
+def _speed_flag(what, name, value, default):
+    """A MindSpore option that only tunes speed: a bool (or the default), noted once when set."""
+    if value is default:
+        return
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what}: {name} must be True or False, got {value!r}")
+    if bool(value) != default:
+        _once(f"dataset.{name}", "%s: %s=%s is accepted and changes nothing: MindSpore uses it to "
+              "speed up its pipeline; here rows are produced in the calling thread with the same "
+              "values", what, name, bool(value))
+
+
+def _check_rowsize(what, value):
+    """``max_rowsize``: MindSpore's shared-memory size per row (MB) for worker processes; there
+    are none here, so any valid size is fine."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer, list, tuple)):
+        raise TypeError(f"{what}: max_rowsize must be an int (MB) or a list of two, got {value!r}")
+
+
+def _refuse(what, name, value, why):
+    if value is not None:
+        raise NotImplementedError(f"{what}: {name}={value!r:.60} was given, but {why}; "
+                                  f"leave {name}=None")
 
 
 def concat_blocks(blocks):

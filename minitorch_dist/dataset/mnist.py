@@ -4,6 +4,7 @@ import os
 import numpy as np
 
 from .array_source import ArraySourceDataset
+from .sampling import check_workers
 from .idx import read_idx, write_idx
 
 _PREFIX = {"train": "train", "test": "t10k"}
@@ -60,8 +61,8 @@ class MnistDataset(ArraySourceDataset):
     ``usage``: "train" (``train-*`` files), "test" (``t10k-*``) or "all"/None (every pair of
     files present). Plain and ``.gz`` files are accepted. ``shuffle`` (default True) uses the
     framework seed; ``num_shards``/``shard_id`` give each rank an equally long share (see
-    ``sampling``); ``num_samples`` caps the rows per shard. ``num_parallel_workers``, ``sampler``
-    and ``cache`` exist for MindSpore compatibility (a sampler is not supported).
+    ``sampling``); ``num_samples`` caps the rows per shard. ``num_parallel_workers`` is checked
+    (rows are read in the calling thread); ``sampler`` and ``cache`` are refused.
     """
 
     def __init__(self, dataset_dir, usage=None, num_samples=None, num_parallel_workers=None,
@@ -69,6 +70,9 @@ class MnistDataset(ArraySourceDataset):
         if sampler is not None:
             raise ValueError("MnistDataset: sampler is not supported; use shuffle, "
                              "num_shards/shard_id and num_samples")
+        if cache is not None:
+            raise ValueError("MnistDataset: cache (a MindSpore cache server) is not supported; pass cache=None")
+        check_workers(num_parallel_workers, "MnistDataset")
         usage = "all" if usage is None else usage
         if usage not in _USAGES:
             raise ValueError(f"MnistDataset: usage must be one of {_USAGES} or None, got {usage!r}")

@@ -2,6 +2,7 @@
 import numpy as np
 
 from .array_source import ArraySourceDataset
+from .sampling import check_workers
 
 
 def _columns_from(data, column_names):
@@ -40,8 +41,8 @@ class NumpySlicesDataset(ArraySourceDataset):
 
     ``data`` is a dict (keys are the column names), a tuple (one column per element) or a
     list / array (one column, as in MindSpore). Default names are ``column_0``, ``column_1``...
-    ``num_parallel_workers`` and ``sampler`` exist for MindSpore compatibility (a sampler is
-    not supported).
+    ``num_parallel_workers`` is checked (rows are read in the calling thread); ``sampler`` is
+    refused.
 
     >>> import numpy as np, minitorch_dist.dataset as ds
     >>> data = ds.NumpySlicesDataset((np.arange(3), np.ones(3)), ["x", "y"], shuffle=False)
@@ -54,5 +55,6 @@ class NumpySlicesDataset(ArraySourceDataset):
         if sampler is not None:
             raise ValueError("NumpySlicesDataset: sampler is not supported; use shuffle, "
                              "num_shards/shard_id and num_samples")
+        check_workers(num_parallel_workers, "NumpySlicesDataset")
         super().__init__(_columns_from(data, column_names), shuffle=shuffle, num_shards=num_shards,
                          shard_id=shard_id, num_samples=num_samples)

@@ -43,9 +43,15 @@ def check_shards(num_shards, shard_id):
 
 def check_workers(num, what):
     """``num_parallel_workers``: None or a positive int. Rows are read in the calling thread
-    (in the same order as MindSpore's ordered workers), so the value changes nothing else."""
+    (in the same order as MindSpore's ordered workers), so the value changes nothing else;
+    more than one worker is noted once (MindSpore's worker count only tunes speed)."""
     if num is not None and (isinstance(num, bool) or not isinstance(num, (int, np.integer)) or num < 1):
         raise ValueError(f"{what}: num_parallel_workers must be a positive int or None, got {num!r}")
+    if num is not None and num > 1:
+        from ..runtime import _once
+        _once("dataset.num_parallel_workers", "%s: num_parallel_workers=%d is accepted and changes "
+              "nothing: rows are produced in the calling thread, in MindSpore's order, so only the "
+              "speed differs", what, int(num))
 
 
 def check_num_samples(num_samples):
