@@ -54,6 +54,10 @@ class Cell:
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_pipeline_stage", None)
         object.__setattr__(self, "_auto_prefix", bool(auto_prefix))
+        if flags is not None:
+            if not isinstance(flags, dict):
+                raise TypeError(f"{type(self).__name__}: flags must be a dict, got {flags!r}")
+            self.add_flags(**flags)
 
     # ---- registration -----------------------------------------------------------------
     def __setattr__(self, name, value):
@@ -106,7 +110,29 @@ class Cell:
         return self
 
     def set_grad(self, requires_grad=True):
-        return self  # gradients are recorded on demand; kept for MindSpore compatibility
+        """MindSpore's switch for building the backward graph of this cell. Gradients are
+        recorded on demand here, so ``set_grad(False)`` saves nothing: it is recorded in
+        ``requires_grad`` and noted once."""
+        if not isinstance(requires_grad, bool):
+            raise TypeError(f"{type(self).__name__}.set_grad: requires_grad must be True or False, "
+                            f"got {requires_grad!r}")
+        object.__setattr__(self, "requires_grad", requires_grad)
+        if not requires_grad:
+            from ..runtime import _once
+            _once("Cell.set_grad", "Cell.set_grad(False) is recorded and changes nothing: "
+                  "gradients are recorded only where a gradient is asked for")
+        return self
+
+    def add_flags(self, **flags):
+        """MindSpore's cell flags: set as attributes and listed by :meth:`get_flags`."""
+        self.__dict__.setdefault("_mindspore_flags", {}).update(flags)
+        for name, value in flags.items():
+            object.__setattr__(self, name, value)
+        return self
+
+    def get_flags(self):
+        """The flags set by ``flags=`` or :meth:`add_flags`."""
+        return dict(self.__dict__.get("_mindspore_flags", {}))
 
     # ---- traversal --------------------------------------------------------------------
     def cells_and_names(self, cells=None, name_prefix=""):
