@@ -53,7 +53,31 @@ class Profiler:
         self.running = False
 
     def analyse(self, offline_path=None, pretty=False, step_list=None, mode="sync"):
-        """Write the report; returns its path."""
+        """Write the report; returns its path.
+
+        The report covers this process since ``start()``: ``offline_path`` (another run's
+        data) and ``step_list`` (some steps only) cannot be honoured and are refused;
+        ``pretty`` (indented JSON) and ``mode="async"`` (analysis in the background) are
+        noted once: the report is one text file, written before ``analyse`` returns.
+        """
+        if offline_path is not None:
+            raise NotImplementedError(f"Profiler.analyse: offline_path={offline_path!r} analyses "
+                                      "another run's data, which this profiler does not record; "
+                                      "call analyse() in the process that profiled")
+        if step_list is not None:
+            raise NotImplementedError(f"Profiler.analyse: step_list={step_list!r} needs per-step "
+                                      "data; the report covers everything since start(), so "
+                                      "call start() before the steps you want and analyse() "
+                                      "after them")
+        if mode not in ("sync", "async"):
+            raise ValueError(f"Profiler.analyse: mode must be 'sync' or 'async', got {mode!r}")
+        if not isinstance(pretty, bool):
+            raise TypeError(f"Profiler.analyse: pretty must be True or False, got {pretty!r}")
+        for name, value, default in (("pretty", pretty, False), ("mode", mode, "sync")):
+            if value != default and ("analyse." + name) not in _noted:
+                _noted.add("analyse." + name)
+                logger.warning("Profiler.analyse(%s=%r) changes nothing: the report is one text "
+                               "file, written before analyse returns", name, value)
         from .backend import transfer_stats
         from .placement import placement_report
         folder = os.path.join(self.output_path, "profiler")

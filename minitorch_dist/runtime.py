@@ -6,8 +6,10 @@ Each call checks its arguments and says, once, what it does here:
   ``max_size`` caps the virtual GPU's memory (``MINITORCH_DIST_VIRTUAL_GPU_MEMORY``, a clear
   ``DeviceOutOfMemoryError`` past it) or, with CuPy, its memory pool; the others shape
   Ascend's allocator and do not apply.
-* ``set_cpu_affinity(enable_affinity, affinity_cpu_list=None)``: pins this process to the
-  listed CPUs with ``os.sched_setaffinity`` where the system has it.
+* ``set_cpu_affinity(enable_affinity, affinity_cpu_list=None, module_to_cpu_dict=None)``: pins
+  this process to the listed CPUs with ``os.sched_setaffinity`` where the system has it;
+  ``module_to_cpu_dict`` (CPUs per MindSpore thread group) is checked and noted once: those
+  threads are all the calling thread here.
 * ``launch_blocking()``: operators already run synchronously here; nothing to change.
 
 >>> import minitorch_dist.runtime as rt
@@ -78,6 +80,7 @@ def set_cpu_affinity(enable_affinity, affinity_cpu_list=None, module_to_cpu_dict
                         f"{enable_affinity!r}")
     if not enable_affinity:
         return
+    _check_modules(module_to_cpu_dict)
     cpus = None
     if affinity_cpu_list is not None:
         if not isinstance(affinity_cpu_list, (list, tuple)) or not all(
@@ -90,6 +93,26 @@ def set_cpu_affinity(enable_affinity, affinity_cpu_list=None, module_to_cpu_dict
     else:
         _once("affinity", "runtime.set_cpu_affinity: no CPU list given (or no affinity call on "
               "this system); the process keeps the CPUs it has")
+
+
+_MODULES = ("main", "runtime", "pynative", "minddata")
+
+
+def _check_modules(module_to_cpu_dict):
+    """MindSpore pins its runtime, PyNative and data threads to their own CPUs; here they are
+    all the calling thread, so the split is checked and noted, and the process keeps its
+    ``affinity_cpu_list`` (or its CPUs)."""
+    if module_to_cpu_dict is None:
+        return
+    if not isinstance(module_to_cpu_dict, dict) or not all(
+            key in _MODULES and isinstance(cpus, (list, tuple))
+            and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus)
+            for key, cpus in module_to_cpu_dict.items()):
+        raise TypeError("runtime.set_cpu_affinity: module_to_cpu_dict must map module names "
+                        f"{list(_MODULES)} to lists of CPU numbers, got {module_to_cpu_dict!r}")
+    _once("affinity_modules", "runtime.set_cpu_affinity: module_to_cpu_dict changes nothing: "
+          "MindSpore's runtime, PyNative and data threads are all the calling thread here; the "
+          "process keeps affinity_cpu_list (or the CPUs it has)")
 
 
 def launch_blocking():
