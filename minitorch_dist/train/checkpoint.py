@@ -60,8 +60,10 @@ def save_checkpoint(save_obj, ckpt_file_name, integrated_save=True, async_save=F
     values (numbers, strings, Tensors), e.g. ``{"epoch_num": 3}``. ``choice_func(name)``
     returning False leaves a parameter out. ``async_save=True`` copies the values to host
     now and writes the file in a background thread (see :func:`wait_async_saves`).
-    ``integrated_save`` is accepted for MindSpore compatibility: parameters are always
-    whole on each process here.
+    ``integrated_save`` (True or False) matters only for sharded parameters, and here it
+    does not merge them: a sharded rank's checkpoint holds its slices with their layouts,
+    whatever the flag says (MindSpore's ``integrated_save=False``); join the ranks' files
+    with ``merge_sharded_checkpoints``. Parameters that are not sharded are saved whole.
 
     >>> import os, tempfile
     >>> import minitorch_dist as ms
@@ -72,6 +74,9 @@ def save_checkpoint(save_obj, ckpt_file_name, integrated_save=True, async_save=F
     >>> {name: p.shape for name, p in load_checkpoint(path).items()}
     {'weight': (2, 3), 'bias': (2,)}
     """
+    if not isinstance(integrated_save, bool):
+        raise TypeError(f"save_checkpoint: integrated_save must be True or False, got "
+                        f"{integrated_save!r}")
     path = _checkpoint_path(ckpt_file_name)
     entries = _entries_from(save_obj, choice_func)
     entries += extension().checkpoint_entries(entries)   # e.g. how sliced parameters were cut

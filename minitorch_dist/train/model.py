@@ -9,7 +9,8 @@ and ``get_dataset_size``) or plain re-iterable sequences of batches (a list of
 ``(data, label)`` tuples of Tensors or NumPy arrays).
 
 ``dataset_sink_mode=True`` is accepted and runs exactly like ``False`` (one Python step per
-batch; ``sink_size`` is ignored), which is also what MindSpore does on CPU.
+batch; ``sink_size`` does not apply), which is also what MindSpore does on CPU; a warning says
+so. ``boost_level`` other than "O0" warns and trains as "O0".
 """
 import contextlib
 import warnings
@@ -73,6 +74,7 @@ class Model:
         if eval_network is not None and not isinstance(eval_network, Cell):
             raise TypeError(f"Model: eval_network must be a Cell, got {type(eval_network).__name__}")
         _check_amp(amp_level, kwargs)
+        _check_boost(boost_level)
         self._network = network
         self._loss_fn = loss_fn
         self._optimizer = optimizer
@@ -146,6 +148,7 @@ class Model:
         """``train``, evaluating on ``valid_dataset`` after every ``valid_frequency`` epochs
         (an int, or a list of epoch numbers). The result goes to ``cb_params.metrics`` before
         ``on_train_epoch_end`` (``LossMonitor`` prints it, ``History`` records it)."""
+        _note_sink("valid_dataset_sink_mode", valid_dataset_sink_mode)
         valid = None
         if valid_dataset is not None:
             if not self._metric_fns:
@@ -168,6 +171,9 @@ class Model:
         if isinstance(sink_size, bool) or not isinstance(sink_size, int) \
                 or (sink_size < 1 and sink_size != -1):
             raise ValueError(f"Model.train: sink_size must be -1 or a positive int, got {sink_size!r}")
+        _note_sink("dataset_sink_mode", sink_mode, stacklevel=5)   # user -> train/fit -> _run
+        if sink_size != -1:
+            _note_sink("sink_size", sink_size, stacklevel=5)
         if initial_epoch and getattr(dataset, "get_epoch", None) and dataset.get_epoch() == 0:
             dataset.set_epoch(initial_epoch)    # a resumed run shuffles as epoch initial_epoch+1
         source = _BatchSource(dataset, epoch - initial_epoch, "train_dataset")
@@ -233,6 +239,7 @@ class Model:
         if not self._metric_fns:
             raise ValueError("Model.eval needs metrics: build the Model with metrics={'accuracy'} "
                              "(and a loss_fn or an eval_network)")
+        _note_sink("dataset_sink_mode", dataset_sink_mode)
         callbacks = CallbackList(callbacks)
         with callbacks, self._scope():
             return self._eval_loop(valid_dataset, callbacks, self._eval_params(valid_dataset, callbacks))
@@ -390,3 +397,28 @@ def _check_amp(amp_level, kwargs):
         if value is not None:
             warnings.warn(f"Model: {key} is accepted for MindSpore compatibility and ignored",
                           stacklevel=3)
+
+
+_BOOST_LEVELS = ("O0", "O1", "O2")
+
+
+def _check_boost(boost_level):
+    if boost_level not in _BOOST_LEVELS:
+        raise ValueError(f"Model: boost_level must be one of {list(_BOOST_LEVELS)}, got "
+                         f"{boost_level!r}")
+    if boost_level != "O0":
+        warnings.warn(f"Model: boost_level={boost_level!r} is not implemented (MindSpore's boost "
+                      "algorithms target Ascend); training runs as with 'O0'", stacklevel=3)
+
+
+def _note_sink(name, value, stacklevel=3):
+    """Data sinking: MindSpore does not sink on CPU either, so data is fed step by step and
+    ``sink_size`` does not reshape epochs. A set value is noted (once per call site)."""
+    if name.endswith("sink_mode"):
+        if not isinstance(value, bool):
+            raise TypeError(f"Model: {name} must be True or False, got {value!r}")
+        if not value:
+            return
+    warnings.warn(f"Model: {name}={value!r} is accepted and changes nothing: data is fed one "
+                  "batch per step, as MindSpore does on CPU (sink_size then does not apply)",
+                  stacklevel=stacklevel)
