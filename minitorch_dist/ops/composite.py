@@ -1,9 +1,10 @@
 """``mindspore.ops.composite`` (scripts import it as ``C``): functions of functions.
 
 * ``GradOperation(get_all, get_by_list, sens_param)``: gradients (``grad_operation.py``).
-* ``HyperMap(fn=None)``: ``fn`` applied elementwise over tuples (``HyperMap(fn)(xs, ys)``, or
-  ``HyperMap()(fn, xs, ys)``), as model-zoo code scales or clips a tuple of gradients.
-* ``MultitypeFuncGraph(name)``: a function with implementations registered by argument types
+* ``HyperMap(fn=None, reverse=False)``: ``fn`` applied elementwise over tuples
+  (``HyperMap(fn)(xs, ys)``, or ``HyperMap()(fn, xs, ys)``), as model-zoo code scales or clips
+  a tuple of gradients; ``reverse=True`` calls it from the last element to the first.
+* ``MultitypeFuncGraph(name, read_value=False)``: a function with implementations registered by argument types
   (``@f.register("Number", "Tensor")``); calling it picks the implementation whose types
   match, a ``TypeError`` listing them otherwise.
 * ``partial``/``Partial``: ``functools.partial``.
@@ -67,8 +68,19 @@ class MultitypeFuncGraph:
     """A function dispatched on its arguments' types (see the module docstring)."""
 
     def __init__(self, name, read_value=False):
+        if not isinstance(read_value, bool):
+            raise TypeError(f"MultitypeFuncGraph {name!r}: read_value must be True or False, "
+                            f"got {read_value!r}")
         self.name = name
         self.entries = []
+        self.read_value = read_value
+        if read_value:
+            # MindSpore's graph compiler then passes Parameters by value; eager calls pass
+            # them as they are, which gives the same results for a function that only reads.
+            from ..runtime import _once
+            _once("MultitypeFuncGraph.read_value", "MultitypeFuncGraph(read_value=True) changes "
+                  "nothing here: it lets MindSpore's graph compiler pass Parameters by value, and "
+                  "eager calls give the same results")
 
     def register(self, *types):
         """Decorator: register an implementation for arguments of ``types``."""
@@ -91,7 +103,10 @@ class HyperMap:
     """``fn`` over the elements of tuples (see the module docstring)."""
 
     def __init__(self, ops=None, reverse=False):
+        if not isinstance(reverse, bool):
+            raise TypeError(f"HyperMap: reverse must be True or False, got {reverse!r}")
         self.fn = ops
+        self.reverse = reverse
 
     def __call__(self, *args):
         fn, seqs = (self.fn, args) if self.fn is not None else (args[0], args[1:])
@@ -101,5 +116,12 @@ class HyperMap:
             return fn(*seqs)
         if len({len(s) for s in seqs}) != 1:
             raise ValueError(f"HyperMap: the tuples differ in length: {[len(s) for s in seqs]}")
-        return tuple(HyperMap(fn)(*items) if isinstance(items[0], (tuple, list)) else fn(*items)
-                     for items in zip(*seqs))
+        # reverse=True calls fn from the last element to the first (the order of any side
+        # effects, such as in-place updates); results keep their positions either way
+        order = range(len(seqs[0]) - 1, -1, -1) if self.reverse else range(len(seqs[0]))
+        results = {}
+        for i in order:
+            items = [s[i] for s in seqs]
+            results[i] = (HyperMap(fn, self.reverse)(*items) if isinstance(items[0], (tuple, list))
+                          else fn(*items))
+        return tuple(results[i] for i in range(len(seqs[0])))

@@ -29,7 +29,8 @@ class Dropout(Primitive):
     """``Dropout(keep_prob=0.5)(x)``: zero elements with probability ``1 - keep_prob``.
 
     MindSpore 1.x spelling (the primitive always drops; ``nn.Dropout`` and :func:`dropout`
-    decide whether the network is training). ``keep_prob=1`` is the identity.
+    decide whether the network is training). ``keep_prob=1`` is the identity. Masks come from
+``ms.set_seed``; per-operator seeds (``seed0``/``seed1`` other than 0) are refused.
 
     >>> import numpy as np
     >>> import minitorch_dist as ms
@@ -45,6 +46,13 @@ class Dropout(Primitive):
                 or not 0.0 < keep_prob <= 1.0:
             raise ValueError(f"Dropout: keep_prob must be a number in (0, 1], got {keep_prob!r}")
         self.keep_prob = float(keep_prob)
+        if seed0 != 0 or seed1 != 0:
+            # A per-operator stream would need its own generator on every device; masks come
+            # from the one seeded framework stream instead.
+            raise NotImplementedError(f"Dropout: per-operator seeds (seed0={seed0!r}, "
+                                      f"seed1={seed1!r}) are not supported; masks come from "
+                                      "ms.set_seed(...). Pass seed0=0, seed1=0 and seed the "
+                                      "framework")
 
     def forward(self, ctx, x):
         if x.dtype.kind != "f":
