@@ -299,9 +299,13 @@ def gemm(A, B, C=None, alpha=1.0, beta=1.0, transA=0, transB=0):
 
 def dropout(x, seed=0, ratio=0.5):
     """While ``autograd.training``: zero each element with probability ``ratio`` and scale
-    the rest by ``1 / (1 - ratio)``; otherwise ``x``. (SINGA's ``seed`` is ignored: the
-    framework's seeded stream draws the mask.)"""
+    the rest by ``1 / (1 - ratio)``; otherwise ``x``. The framework's seeded stream draws
+    the mask (``Device.SetRandSeed``); a per-call ``seed`` other than 0 is refused."""
     _tensor(x, "dropout")
+    if seed != 0:
+        raise NotImplementedError(f"autograd.dropout: seed={seed!r} is not supported; the mask "
+                                  "comes from the device's seeded stream. Pass seed=0 and call "
+                                  "dev.SetRandSeed(...) (or ms.set_seed) once instead")
     if not 0 <= ratio < 1:
         raise ValueError(f"autograd.dropout: ratio must be in [0, 1), got {ratio!r}")
     return ops.dropout(x, float(ratio), training=flags.training())

@@ -248,7 +248,8 @@ class Tensor(SingaTensorMethods, CoreTensor):
 
     Without ``data`` it holds zeros of ``shape`` on ``device`` (None: the host). With ``data``
     (a NumPy array or a Tensor) the shape comes from ``data`` and the values are converted to
-    ``dtype``. ``stores_grad=True`` makes a leaf whose gradient is kept (a trainable tensor).
+    ``dtype``. ``stores_grad=True`` makes a leaf whose gradient is kept (a trainable tensor),
+    unless ``requires_grad=False``, which keeps gradients out of it as in SINGA.
     """
 
     def __init__(self, shape=(), device=None, dtype=float32, data=None, requires_grad=True,
@@ -268,7 +269,10 @@ class Tensor(SingaTensorMethods, CoreTensor):
                 array = dev.copy_from(array, get_device("CPU"))
         if stores_grad and dtype.kind != "f":
             raise TypeError(f"{call}: stores_grad=True needs a floating-point dtype, got {dtype}")
-        _set_fields(self, array, dev, stores_grad)
+        if not isinstance(requires_grad, bool):
+            raise TypeError(f"{call}: requires_grad must be True or False, got {requires_grad!r}")
+        # SINGA's requires_grad=False keeps backward out of the tensor, even a stores_grad one
+        _set_fields(self, array, dev, stores_grad and requires_grad)
         self.stores_grad = bool(stores_grad)
         self.creator = creator
         self.name = name
