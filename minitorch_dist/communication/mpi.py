@@ -202,7 +202,9 @@ class MPICommunicator(Communicator):
 
     # ---- groups -----------------------------------------------------------------------
     def split(self, ranks, name=None):
-        """A sub-communicator over ``ranks`` (collective over the members only; others get None)."""
+        """A sub-communicator over ``ranks`` (collective over the members only; others get None).
+        MPI keeps each new communicator's traffic apart by itself; ``name`` becomes its MPI
+        name (``Get_name``), as the other backends key their groups by it."""
         ranks = check_group_ranks(ranks, self.size)
         if self.rank not in ranks:
             return None
@@ -211,6 +213,8 @@ class MPICommunicator(Communicator):
             sub = self.comm.Create_group(group)
         finally:
             group.Free()
+        if name is not None:
+            sub.Set_name(str(name))
         return MPICommunicator(sub)
 
     def close(self):
