@@ -9,9 +9,14 @@ import re
 import sys
 import threading
 
+from .job_relay import parse_record_line
+
 __all__ = ["OutputDemux"]
 
 _TAG = re.compile(rb"^\[(\d+),(\d+)\]<(stdout|stderr|stddiag)>: ?(.*)$", re.S)
+# Open MPI's error-handler lines ("[host:pid] *** An error occurred in ..."): the
+# consequence of another rank's failure when the job has a report, shown only without one
+_MPI_ERROR_LINE = re.compile(rb"^\[[^\]\s]+:\d+\] \*\*\* ")
 
 
 class OutputDemux:
@@ -19,13 +24,20 @@ class OutputDemux:
     ``rank.<N>.log`` in the job directory and, untagged, to the launcher's stdout/stderr;
     mpiexec's own messages go to ``mpiexec.log`` (shown only when no rank explained a
     failure). A rank's "minitorch_dist: rank N failed" line stays in its log: the job's
-    report says it once (a "minitorch_dist: note: ..." line is shown)."""
+    report says it once (a "minitorch_dist: note: ..." line is shown). So do MPI's help
+    blocks and error lines ("peer process has unexpectedly disconnected", "*** An error
+    occurred"), usually the echo of another rank's failure: they are held back and shown at
+    the end only when no rank explained the failure (``release_mpi_messages``). Records
+    relayed by ranks that cannot see the job directory go to ``relay``
+    (``job_relay.RecordRelay``)."""
 
-    def __init__(self, job_dir, out_sink=None, err_sink=None):
+    def __init__(self, job_dir, out_sink=None, err_sink=None, relay=None):
         self.job_dir = job_dir
+        self.relay = relay          # takes (name, record) of relayed records (job_relay)
         self.sinks = {"stdout": out_sink, "stderr": err_sink}
         self.logs = {}
         self.untagged = []
+        self.mpi_messages = []      # help blocks and error lines, shown at the end or dropped
         self.lock = threading.Lock()
         self.threads = []
 
@@ -77,10 +89,20 @@ class OutputDemux:
                     continue
                 rank, kind, text = int(match.group(2)), match.group(3).decode(), match.group(4)
                 text = text.replace(b"\x00", b"")
+                nested = _TAG.match(text)
+                while nested is not None:   # an empty write's tag inside another's line
+                    text = nested.group(4).replace(b"\x00", b"")
+                    nested = _TAG.match(text)
                 if not text:
                     continue
-                self._log(rank).write(text)
+                relayed = parse_record_line(text) if kind == "stderr" else None
+                if relayed is None:
+                    self._log(rank).write(text)
                 self._log(rank).flush()
+            if relayed is not None:
+                if self.relay is not None:
+                    self.relay(*relayed)
+                continue
             if kind == "stderr" and text.startswith(b"minitorch_dist: ") \
                     and not text.startswith(b"minitorch_dist: note: "):
                 continue        # a failure line: the report says it once
@@ -88,15 +110,31 @@ class OutputDemux:
                 block = held.setdefault(rank, [])
                 block.append(text)
                 if len(block) > 1 and text.startswith(b"-" * 20) or len(block) > 200:
-                    del held[rank]
-                    if not any(b"MPI_ABORT was invoked" in part for part in block):
-                        self._emit("stderr", b"".join(block))
-                continue        # MPI_Abort's banner: the report explains the failure
+                    self._hold_mpi_message(held.pop(rank))
+                continue
+            if kind != "stdout" and _MPI_ERROR_LINE.match(text):
+                self._hold_mpi_message([text])
+                continue
             self._emit("stdout" if kind == "stdout" else "stderr", text)
         for block in held.values():
-            if not any(b"MPI_ABORT was invoked" in part for part in block):
-                self._emit("stderr", b"".join(block))
+            self._hold_mpi_message(block)
         pipe.close()
+
+    def _hold_mpi_message(self, lines):
+        """Keep an MPI help block or error line for ``release_mpi_messages``; MPI_Abort's
+        banner is dropped at once (the job's report explains the abort)."""
+        if not any(b"MPI_ABORT was invoked" in line for line in lines):
+            with self.lock:
+                self.mpi_messages.append(b"".join(lines))
+
+    def release_mpi_messages(self, show):
+        """At the job's end: print the MPI messages held back (``show``), or drop them when
+        the job's report explains its failure (they stay in the ranks' logs)."""
+        with self.lock:
+            messages, self.mpi_messages = self.mpi_messages, []
+        if show:
+            for message in messages:
+                self._emit("stderr", message)
 
     def untagged_text(self):
         """What mpiexec itself printed (banners, launch errors)."""

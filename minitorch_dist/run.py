@@ -54,6 +54,7 @@ from .job_bind_shim import MODE_VARIABLE, SAVED_PRELOAD
 from .job_network import job_environment
 from .job_remote import AGENT_VARIABLE, agent_setting
 from .job_output import OutputDemux
+from .job_relay import RecordRelay
 from .job_teardown import (LAUNCHER_PID_VARIABLE, kill_job, launcher_identity,
                            parent_death_signal, start_guard, stop_guard)
 
@@ -258,7 +259,9 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
                                stderr=subprocess.PIPE if demux else err_sink,
                                preexec_fn=parent_death_signal(), **popen_kwargs)
     guard = start_guard(process.pid)
-    streams = OutputDemux(job_dir, out_sink, err_sink) if demux else None
+    relay = RecordRelay(job_dir, stop=lambda: threading.Thread(
+        target=kill_job, args=(process,), daemon=True).start())
+    streams = OutputDemux(job_dir, out_sink, err_sink, relay=relay) if demux else None
     if streams is not None:
         streams.start(process)
     previous = _install_signal_handlers()
@@ -282,6 +285,8 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
         if streams is not None:
             streams.join()
         stop_guard(guard)
+    if relay.stopped and ended_by is None:
+        code = 1        # the relay ended a job that could never finish, as a rank would
     return _finish(n, process, code, ended_by, timeout, job_dir, keep_logs, streams)
 
 
@@ -291,6 +296,7 @@ def _finish(n, process, code, ended_by, timeout, job_dir, keep_logs, streams):
     records = report.read_records(job_dir)
     if streams is not None:
         streams.append_tracebacks(records)
+        streams.release_mpi_messages(show=not records)
     if ended_by == "timeout":
         print(f"minitorch_dist.run: the job did not finish within {timeout} s and was killed"
               + report.left_early_text(records, n) + f"; logs: {job_dir}",

@@ -303,7 +303,6 @@ def test_a_two_machine_job_listens_on_the_named_network_only(machines, tmp_path,
         on_cluster = [port for address, port in listening[side]
                       if str(address) == f"{CLUSTER}{host}"]
         assert len(on_cluster) >= 2, (side, listening[side])
-    assert "cannot see the job directory" in err      # nodeB's ranks say what they lack
 
 
 @linux_only
@@ -324,7 +323,10 @@ def test_without_iface_the_two_machine_job_runs_and_listens_everywhere(machines,
 @linux_only
 @needs_mpi
 @pytest.mark.timeout(200)
-def test_a_remote_rank_that_raises_ends_the_job_quickly(machines, tmp_path):
+def test_a_remote_rank_that_raises_gets_the_one_report(machines, tmp_path):
+    """nodeB cannot see the job directory: its failure record travels through its output.
+    The other rank's echo over TCP (peer disconnected, "*** An error occurred") stays in
+    the logs."""
     if run.mpi_flavor(run.find_mpiexec()) != "openmpi":
         pytest.skip("the fake ssh is Open MPI's launch agent")
     script = tmp_path / "raise.py"
@@ -335,26 +337,36 @@ def test_a_remote_rank_that_raises_ends_the_job_quickly(machines, tmp_path):
     launcher = _start_job(machines, tmp_path, f"--iface clu0 {script}")
     out, err = _finish(launcher)
     assert time.monotonic() - started < 30
-    assert launcher.returncode != 0
-    assert "ValueError: bad batch on nodeB" in err     # printed in full: no shared job dir
+    assert launcher.returncode == 1, err
+    assert "Rank 1 failed first:\n  ValueError: bad batch on nodeB" in err, err
+    assert err.count("bad batch on nodeB") == 2, err     # the summary and the traceback line
+    assert "unexpectedly disconnected" not in err and "***" not in err, err
 
 
 @linux_only
 @needs_mpi
 @pytest.mark.timeout(200)
-def test_with_a_shared_log_dir_a_remote_early_exit_is_named(machines, tmp_path):
-    """The job directory on a folder both machines see: rank 1 (on nodeB) leaving early is
-    detected and named, as on one machine."""
+@pytest.mark.parametrize("leaver, waiter", [(0, 1), (1, 0)],
+                         ids=["nodeA-leaves-nodeB-waits", "nodeB-leaves-nodeA-waits"])
+@pytest.mark.parametrize("shared_logs", [False, True], ids=["relayed", "shared-log-dir"])
+def test_an_early_exit_across_machines_is_named(machines, tmp_path, leaver, waiter,
+                                                shared_logs):
+    """Without a shared job directory nodeB relays its exit record (nodeA's watchdog reads
+    it) or its wait (the launcher judges for it); with ``--log-dir`` on a folder both see,
+    the records are files, as on one machine. Either way: ends in seconds, names both."""
     if run.mpi_flavor(run.find_mpiexec()) != "openmpi":
         pytest.skip("the fake ssh is Open MPI's launch agent")
+    logs = f"--log-dir {tmp_path / 'logs'}" if shared_logs else ""
     started = time.monotonic()
-    launcher = _start_job(machines, tmp_path, f"--iface clu0 --log-dir {tmp_path / 'logs'} "
-                                              f"{os.path.join(SCRIPTS, 'fail_early_exit.py')} exit 1")
+    launcher = _start_job(machines, tmp_path, f"--iface clu0 {logs} "
+                          f"{os.path.join(SCRIPTS, 'fail_early_exit.py')} exit {leaver}")
     out, err = _finish(launcher)
     assert time.monotonic() - started < 30, err
-    assert launcher.returncode != 0
-    assert "rank 1 left the job without an error at step 3" in err, err
-    assert "cannot see the job directory" not in err
+    assert launcher.returncode == 1, err
+    assert f"Rank {waiter} failed first (step 3):" in err, err
+    assert (f"rank {leaver} left the job without an error at step 3 after 3 collective calls, "
+            f"while rank {waiter} waits in allreduce #4") in err, err
+    assert "finished" not in out
 
 
 @linux_only

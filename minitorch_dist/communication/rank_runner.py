@@ -78,7 +78,7 @@ def _exit_code(code):
         return 0
     if isinstance(code, int):
         return code
-    if watchdog.job_dir() is None:   # under the launcher its report says it once
+    if not watchdog.launched():   # under the launcher its report says it once
         print(code, file=sys.stderr)  # sys.exit("message"): Python prints it and exits 1
     return 1
 
@@ -107,20 +107,6 @@ def _watch_launcher(pid):
     threading.Thread(target=loop, name="minitorch_dist-launcher-watch", daemon=True).start()
 
 
-def _note_unseen_job_dir():
-    """A rank on a machine that cannot see the launcher's job directory (a multi-machine
-    job without a shared ``--log-dir``) says once per machine what that costs."""
-    folder = os.environ.get(watchdog.JOB_DIR_VARIABLE)
-    if not folder or os.path.isdir(folder) or os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK",
-                                                               "0") != "0":
-        return
-    print(f"minitorch_dist: note: the ranks on {os.uname().nodename} cannot see the job "
-          f"directory {folder}: their errors print in full and an early exit of one of them "
-          "is not detected (use --timeout). A --log-dir on a filesystem that every machine "
-          "shares gives them the launcher's report and early-exit detection.",
-          file=sys.stderr, flush=True)
-
-
 def main(argv=None):
     """Run the program; record how it ended; abort the job when it raised."""
     argv = sys.argv[1:] if argv is None else argv
@@ -130,12 +116,11 @@ def main(argv=None):
     if os.environ.get(MODE_VARIABLE, "").startswith("net:"):
         from mpi4py import MPI      # noqa: F401  (MPI_Init opens its listeners under the shim)
         release_environment(os.environ)
-    _note_unseen_job_dir()
     try:
         run_program(argv)
     except SystemExit as exc:
         code = _exit_code(exc.code)
-        if code != 0 and watchdog.job_dir() is not None:
+        if code != 0 and watchdog.launched():
             message = exc.code if isinstance(exc.code, str) else f"exit code {code}"
             watchdog.record_failure(message=f"SystemExit: {message}", kind="system_exit")
         watchdog.record_exit(code)
@@ -143,7 +128,7 @@ def main(argv=None):
         raise SystemExit(code)
     except BaseException as exc:       # KeyboardInterrupt included: the job must end
         _user_traceback(exc)
-        if watchdog.job_dir() is not None:
+        if watchdog.launched():
             watchdog.record_failure(exc)
             print(f"minitorch_dist: rank {watchdog.world_rank()} failed: "
                   f"{type(exc).__name__}: {exc}".rstrip(), file=sys.stderr, flush=True)

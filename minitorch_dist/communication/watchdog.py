@@ -15,6 +15,13 @@ number); if a member of that communicator has left after fewer collectives than 
 number, the wait can never end: the rank writes a failure record naming the rank that left
 and the collective, and aborts the job. Collectives that the leaving rank did take part in
 never trigger it (the sequence numbers say so), however long they take.
+
+A rank on a machine that cannot see the job directory (a multi-machine job without a shared
+``--log-dir``) relays its records instead: each is one line on its stderr,
+``RECORD_PREFIX NAME JSON``, which the launcher's output reader writes into the job
+directory (``job_relay``). Such a rank cannot read the others' exit records either, so once
+it has waited in one collective for ``RELAY_WAIT_SECONDS`` it relays a ``wait.<rank>.json``
+record, and the launcher applies ``stuck_reason_for`` on its behalf.
 """
 import json
 import os
@@ -24,21 +31,31 @@ import time
 import traceback
 import weakref
 
-__all__ = ["JOB_DIR_VARIABLE", "job_dir", "world_rank", "set_step", "current_step", "watch",
-           "record_exit", "record_failure", "comm_key", "POLL_SECONDS"]
+__all__ = ["JOB_DIR_VARIABLE", "RECORD_PREFIX", "job_dir", "launched", "world_rank", "set_step",
+           "current_step", "watch", "record_exit", "record_failure", "comm_key",
+           "stuck_reason", "stuck_reason_for", "wait_record", "write_record", "read_records",
+           "POLL_SECONDS"]
 
 JOB_DIR_VARIABLE = "MINITORCH_DIST_JOB_DIR"
 POLL_SECONDS = 0.5
+RELAY_WAIT_SECONDS = 1.0
+RECORD_PREFIX = "minitorch_dist: record "
 _RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK")
 _watched = weakref.WeakSet()
-_state = {"thread": None, "step": None, "exited": False}
+_state = {"thread": None, "step": None, "exited": False, "relayed_wait": None}
 _lock = threading.Lock()
 
 
 def job_dir():
-    """The launcher's job directory, or None (not started by the launcher)."""
+    """The launcher's job directory, or None (not started by the launcher, or on a machine
+    that cannot see it: then ``launched()`` is still True and records are relayed)."""
     folder = os.environ.get(JOB_DIR_VARIABLE)
     return folder if folder and os.path.isdir(folder) else None
+
+
+def launched():
+    """True in a rank of a job started by ``python -m minitorch_dist.run``."""
+    return bool(os.environ.get(JOB_DIR_VARIABLE))
 
 
 def world_rank():
@@ -67,7 +84,7 @@ def comm_key(comm):
 
 def watch(comm):
     """Watch ``comm`` (an MPI communicator of a launched job) for peers that left early."""
-    if job_dir() is None or comm.size <= 1:
+    if not launched() or comm.size <= 1:
         return
     with _lock:
         _watched.add(comm)
@@ -77,16 +94,26 @@ def watch(comm):
             thread.start()
 
 
-def _write(name, record):
-    folder = job_dir()
-    if folder is None:
-        return None
+def write_record(folder, name, record):
+    """Write ``record`` as ``folder/name`` (JSON) atomically: readers never see half of it."""
     path = os.path.join(folder, name)
     temporary = path + ".part"
     with open(temporary, "w") as handle:
         json.dump(record, handle)
-    os.replace(temporary, path)    # readers never see half a record
+    os.replace(temporary, path)
     return path
+
+
+def _write(name, record):
+    """Into the job directory, or relayed through stderr where this machine cannot see it."""
+    folder = job_dir()
+    if folder is not None:
+        return write_record(folder, name, record)
+    if launched():
+        line = f"{RECORD_PREFIX}{name} {json.dumps(record)}\n".encode()
+        while line:                 # fd 2 itself: the program may have replaced sys.stderr
+            line = line[os.write(2, line):]
+    return None
 
 
 def record_exit(code=0):
@@ -125,10 +152,11 @@ def record_failure(exc=None, message=None, kind="exception", fold=None, rank=Non
     return record
 
 
-def _exits(folder):
+def read_records(folder, kind):
+    """``{rank: record}`` of the ``<kind>.<rank>.json`` files in ``folder``."""
     records = {}
     for name in os.listdir(folder):
-        if name.startswith("exit.") and name.endswith(".json"):
+        if name.startswith(kind + ".") and name.endswith(".json"):
             try:
                 with open(os.path.join(folder, name)) as handle:
                     record = json.load(handle)
@@ -138,42 +166,68 @@ def _exits(folder):
     return records
 
 
-def stuck_reason(comm, pending, exits, me):
-    """Why ``comm``'s ``pending`` collective can never finish, given the ``exits`` records
-    of ranks that left; None when it still can."""
+def wait_record(comm, pending, me):
+    """What rank ``me`` waits in: ``comm``'s ``pending`` collective, with the number of calls
+    it has made on that MPI communicator (``stuck_reason_for`` reads it)."""
     op, seq, _ = pending
-    members = getattr(comm, "world_ranks", None) or range(comm.size)
     key = comm_key(comm)
-    mine = _totals().get(key, seq)       # this rank's calls on that MPI communicator so far
-    for rank in members:
+    members = getattr(comm, "world_ranks", None) or range(comm.size)
+    return {"rank": me, "key": key, "op": op, "seq": seq, "mine": _totals().get(key, seq),
+            "members": [int(r) for r in members], "step": _state["step"], "time": time.time()}
+
+
+def stuck_reason_for(wait, exits):
+    """Why the collective of the ``wait`` record can never finish, given the ``exits``
+    records of ranks that left; None when it still can."""
+    me = wait["rank"]
+    for rank in wait["members"]:
         if rank == me or rank not in exits:
             continue
         record = exits[rank]
-        done = record.get("collectives", {}).get(key, 0)
-        if done < mine:
+        done = record.get("collectives", {}).get(wait["key"], 0)
+        if done < wait["mine"]:
             where = f" at step {record['step']}" if record.get("step") is not None else ""
             code = record.get("code", 0)
             how = "without an error" if code in (0, None) else f"with exit code {code}"
             return (f"rank {rank} left the job {how}{where} after {done} collective calls, "
-                    f"while rank {me} waits in {op} #{seq}"
-                    + (f" (step {_state['step']})" if _state["step"] is not None else "")
+                    f"while rank {me} waits in {wait['op']} #{wait['seq']}"
+                    + (f" (step {wait['step']})" if wait.get("step") is not None else "")
                     + ": every rank must make the same collective calls (the same number "
                       "of steps and batches)")
     return None
+
+
+def stuck_reason(comm, pending, exits, me):
+    """``stuck_reason_for`` of rank ``me`` waiting in ``comm``'s ``pending`` collective."""
+    return stuck_reason_for(wait_record(comm, pending, me), exits)
+
+
+def _relay_wait(busy, me):
+    """Relay mode: announce a collective this rank has waited in for a while (once each)."""
+    for comm, pending in busy:
+        marker = (comm_key(comm), pending[1])
+        if time.monotonic() - pending[2] >= RELAY_WAIT_SECONDS \
+                and _state["relayed_wait"] != marker:
+            _state["relayed_wait"] = marker
+            _write(f"wait.{me}.json", wait_record(comm, pending, me))
+            return
 
 
 def _loop():
     me = world_rank()
     while True:
         time.sleep(POLL_SECONDS)
-        folder = job_dir()
-        if folder is None or _state["exited"]:
+        if _state["exited"]:
             continue
         busy = [(c, c._pending) for c in list(_watched) if c._pending is not None]
         if not busy:
             continue
+        folder = job_dir()
+        if folder is None:
+            _relay_wait(busy, me)
+            continue
         try:
-            exits = _exits(folder)
+            exits = read_records(folder, "exit")
         except OSError:
             continue
         for comm, pending in busy:

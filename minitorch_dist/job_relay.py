@@ -1,0 +1,84 @@
+"""The launcher's half of the records that ranks relay through their output.
+
+A rank on a machine that cannot see the job directory prints each of its records (exit,
+failure, and how long it has waited in a collective) as one stderr line
+``RECORD_PREFIX NAME JSON`` (``communication.watchdog``). The launcher's output reader hands
+such lines to a ``RecordRelay``, which writes the record into the job directory, where the
+report and the ranks that can see the directory find it as if the rank had written it.
+
+Ranks that relay cannot read the others' exit records, so the relay also judges for them:
+when a relayed wait can never end (a member of that collective left after fewer calls,
+``watchdog.stuck_reason_for``), it writes the waiting rank's failure record naming the rank
+that left, and ends the job (``stop``), as that rank's own watchdog would have.
+"""
+import json
+import os
+import re
+import threading
+import time
+
+from .communication import watchdog
+
+__all__ = ["parse_record_line", "RecordRelay"]
+
+_NAME = re.compile(r"(exit|failure|wait)\.\d+\.json")
+
+
+def parse_record_line(text):
+    """``(name, record)`` from a relayed record line (bytes or str), else None.
+
+    >>> parse_record_line(b'minitorch_dist: record exit.3.json {"rank": 3}')
+    ('exit.3.json', {'rank': 3})
+    >>> parse_record_line(b'minitorch_dist: record ../x {}') is None
+    True
+    """
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    if not text.startswith(watchdog.RECORD_PREFIX):
+        return None
+    name, _, payload = text[len(watchdog.RECORD_PREFIX):].strip().partition(" ")
+    if not _NAME.fullmatch(name):
+        return None
+    try:
+        record = json.loads(payload)
+    except ValueError:
+        return None
+    return (name, record) if isinstance(record, dict) else None
+
+
+class RecordRelay:
+    """Writes relayed records into ``job_dir``; calls ``stop()`` (once) when a relayed wait
+    can never end."""
+
+    def __init__(self, job_dir, stop):
+        self.job_dir, self.stop = job_dir, stop
+        self.lock = threading.Lock()
+        self.stopped = False
+
+    def __call__(self, name, record):
+        with self.lock:
+            watchdog.write_record(self.job_dir, name, record)
+            if self.stopped or name.startswith("failure."):
+                return
+            reason, wait = self._stuck()
+            if reason is None:
+                return
+            self.stopped = True
+            failure = {"rank": wait["rank"], "kind": "early_exit", "summary": reason,
+                       "traceback": reason, "fold": reason.split(", while rank")[0],
+                       "step": wait.get("step"), "time": time.time()}
+            watchdog.write_record(self.job_dir, f"failure.{wait['rank']}.json", failure)
+        self.stop()
+
+    def _stuck(self):
+        """The first relayed wait that can never end: ``(reason, wait record)``. A rank's
+        wait is stale once it has left, and harmless before: a collective that completed
+        had every member's call, so no exit record shows fewer."""
+        exits = watchdog.read_records(self.job_dir, "exit")
+        if not exits:
+            return None, None
+        for rank, wait in sorted(watchdog.read_records(self.job_dir, "wait").items()):
+            reason = watchdog.stuck_reason_for(wait, exits)
+            if reason is not None and rank not in exits:
+                return reason, wait
+        return None, None
