@@ -186,6 +186,8 @@ def machines(tmp_path_factory):
 
     def ip(*args):
         subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
+    for ns in names.values():       # left over by a killed run with the same tag
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
     try:
         for ns in names.values():
             ip("netns", "add", ns)
