@@ -66,6 +66,16 @@ class Extension:
         """Extra ``(name, value)`` entries describing ``entries`` (e.g. slice layouts)."""
         return []
 
+    def integrated_entries(self, entries):
+        """``entries`` with every sliced value replaced by the whole tensor
+        (``save_checkpoint(integrated_save=True)``); in one process nothing is sliced."""
+        return entries
+
+    def local_value(self, param, value):
+        """The part of a checkpoint ``value`` that ``param`` holds in this process (a
+        sliced parameter takes its block of a whole tensor); by default all of it."""
+        return value
+
 
 _installed = [Extension()]
 

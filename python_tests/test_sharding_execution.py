@@ -149,11 +149,21 @@ def test_merged_checkpoint_loads_into_a_stand_alone_net(tmp_path):
     def rank(comm):
         _, net, _ = _train(SeedNet(), weights, x, y, group=comm, sharded=True)
         path = str(tmp_path / f"rank{comm.rank}.ckpt")
-        ms.save_checkpoint(net, path)
+        ms.save_checkpoint(net, path, integrated_save=False)     # this rank's slices
+        ms.save_checkpoint(net, str(tmp_path / f"whole{comm.rank}.ckpt"))   # the default
         return path
 
     files = run_ranks(8, rank)
+    sliced = ms.load_checkpoint(files[3])
+    assert any(name.startswith("sharding_layout.") for name in sliced)
     merge_sharded_checkpoints(files[::-1], str(tmp_path / "full.ckpt"))   # any order
+    # integrated_save=True (MindSpore's default) wrote the merged tensors on every rank
+    merged = ms.load_checkpoint(str(tmp_path / "full.ckpt"))
+    for r in (0, 5):
+        whole = ms.load_checkpoint(str(tmp_path / f"whole{r}.ckpt"))
+        assert sorted(whole) == sorted(merged)
+        for name in merged:
+            np.testing.assert_array_equal(whole[name].asnumpy(), merged[name].asnumpy())
     ms.reset_auto_parallel_context()
     fresh = SeedNet(None)
     ms.load_param_into_net(fresh, ms.load_checkpoint(str(tmp_path / "full.ckpt")), strict_load=True)

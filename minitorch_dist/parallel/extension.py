@@ -34,7 +34,7 @@ from .embedding_slice import sliced_embedding
 from .grad_reducer import DistributedGradReducer
 from .pipeline import (PipelineCell, PipelineEvalCell, PipelineGradReducer, replica_batches)
 from .pipeline.membership import stage_parameters
-from .sharding.checkpoint import layout_entries
+from .sharding.checkpoint import integrated_entries, layout_entries, local_value
 from .sharding.graph import TrainingStepTraced
 from .sharding.rules import ShardingError
 from .sharding.scope import current_world, running, tracing
@@ -177,6 +177,12 @@ class ParallelExtension(Extension):
     # ---- checkpoints ------------------------------------------------------------------
     def checkpoint_entries(self, entries):
         return layout_entries(entries)
+
+    def integrated_entries(self, entries):
+        return integrated_entries(entries)
+
+    def local_value(self, param, value):
+        return local_value(param, value)
 
 
 def _one_rank():

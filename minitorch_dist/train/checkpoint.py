@@ -60,10 +60,12 @@ def save_checkpoint(save_obj, ckpt_file_name, integrated_save=True, async_save=F
     values (numbers, strings, Tensors), e.g. ``{"epoch_num": 3}``. ``choice_func(name)``
     returning False leaves a parameter out. ``async_save=True`` copies the values to host
     now and writes the file in a background thread (see :func:`wait_async_saves`).
-    ``integrated_save`` (True or False) matters only for sharded parameters, and here it
-    does not merge them: a sharded rank's checkpoint holds its slices with their layouts,
-    whatever the flag says (MindSpore's ``integrated_save=False``); join the ranks' files
-    with ``merge_sharded_checkpoints``. Parameters that are not sharded are saved whole.
+    ``integrated_save`` matters for operator-sharded parameters only: True (the default, as
+    in MindSpore) gathers each one over the ranks that share it and saves the whole tensor,
+    so every rank of the sharded group must call ``save_checkpoint`` (it is a collective);
+    False saves this rank's slices with their layouts (join the ranks' files with
+    ``merge_sharded_checkpoints``). ``load_param_into_net`` gives a sliced parameter its
+    block of a whole tensor.
 
     >>> import os, tempfile
     >>> import minitorch_dist as ms
@@ -79,6 +81,8 @@ def save_checkpoint(save_obj, ckpt_file_name, integrated_save=True, async_save=F
                         f"{integrated_save!r}")
     path = _checkpoint_path(ckpt_file_name)
     entries = _entries_from(save_obj, choice_func)
+    if integrated_save:
+        entries = extension().integrated_entries(entries)    # sliced parameters made whole
     entries += extension().checkpoint_entries(entries)   # e.g. how sliced parameters were cut
     entries += _append_entries(append_dict, {name for name, _ in entries})
     # host copies now, so that training may go on while an async save writes them
@@ -507,7 +511,8 @@ def load_param_into_net(net, parameter_dict, strict_load=False):
     lacks, and the dict names ``net`` has no parameter for. A shape or dtype mismatch is a
     ValueError naming the parameter and both shapes/dtypes; with ``strict_load=True`` so is
     any parameter of ``net`` missing from the dict. Everything is checked before anything
-    is copied, so a failed load leaves the network unchanged.
+    is copied, so a failed load leaves the network unchanged. A parameter sliced across ranks
+    (operator sharding) takes its block of a whole value.
 
     >>> import minitorch_dist as ms
     >>> from minitorch_dist import nn
@@ -528,7 +533,7 @@ def load_param_into_net(net, parameter_dict, strict_load=False):
         if name not in parameter_dict:
             param_not_load.append(name)
             continue
-        value = _as_tensor(name, parameter_dict[name])
+        value = extension().local_value(param, _as_tensor(name, parameter_dict[name]))
         if value.shape != param.shape:
             raise ValueError(f"load_param_into_net: shape mismatch for parameter {name!r}: the "
                              f"network has {param.shape}, the checkpoint has {value.shape}")

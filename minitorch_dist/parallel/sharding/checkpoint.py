@@ -1,5 +1,11 @@
-"""Checkpoints of a sharded network: each rank saves its slices with their layout; one
-call merges the ranks' files into the full checkpoint a STAND_ALONE network loads.
+"""Checkpoints of a sharded network: whole tensors, or each rank's slices with their layout.
+
+``save_checkpoint``'s default (``integrated_save=True``, as in MindSpore) gathers every
+sliced parameter over the ranks that share it (``integrated_entries``: a collective, so every
+rank of the sharded group must save) and writes the whole tensor; a STAND_ALONE network
+loads the file as it is, and a sharded one takes its block on loading (``local_value``).
+With ``integrated_save=False`` each rank saves its slices with their layout; one call
+merges the ranks' files into the full checkpoint.
 
 A sliced parameter carries ``sharding_layout`` (a ``TensorLayout``) and ``sharding_rank``;
 ``save_checkpoint`` then adds, per sliced parameter ``name``, a string entry
@@ -15,7 +21,7 @@ import numpy as np
 from .layout import TensorLayout, assemble_array
 
 __all__ = ["LAYOUT_PREFIX", "layout_entries", "layout_json", "layout_from_json",
-           "merge_sharded_checkpoints"]
+           "merge_sharded_checkpoints", "integrated_entries", "local_value"]
 
 LAYOUT_PREFIX = "sharding_layout."
 
@@ -44,6 +50,44 @@ def layout_entries(entries):
     checkpoint of a sharded rank holds each parameter's slice, and says so here."""
     return [(LAYOUT_PREFIX + name, json.dumps(layout_json(value)))
             for name, value in entries if getattr(value, "sharding_layout", None) is not None]
+
+
+def integrated_entries(entries):
+    """``(name, value)`` entries with each sliced value replaced by the whole tensor,
+    gathered over its ``sharding_comm`` in entry order (the same on every rank: the same
+    network). The copies held by several ranks are checked to agree."""
+    from ...backend import get_device
+    from ...tensor import Tensor
+    from ..comm_ops import communicator_for
+    out = []
+    for name, value in entries:
+        layout = getattr(value, "sharding_layout", None)
+        comm = getattr(value, "sharding_comm", None)
+        if layout is None or comm is None:
+            out.append((name, value))
+            continue
+        if comm.size != layout.num_devices or comm.rank != value.sharding_rank:
+            raise ValueError(f"save_checkpoint: {name!r} is sliced over {layout.num_devices} "
+                             f"ranks, but its group has {comm.size} (rank {comm.rank}, slice of "
+                             f"rank {value.sharding_rank}); save with integrated_save=False")
+        local = np.ascontiguousarray(value.asnumpy())
+        data, counts = communicator_for(comm, get_device("CPU")).allgatherv(local.reshape(-1))
+        pieces = np.split(data, np.cumsum(counts)[:-1])
+        blocks = [piece.reshape(layout.local_shape(r)) for r, piece in enumerate(pieces)]
+        out.append((name, Tensor(assemble_array(blocks, layout).astype(local.dtype, copy=False))))
+    return out
+
+
+def local_value(param, value):
+    """``param``'s block of a whole checkpoint ``value`` when ``param`` is sliced and
+    ``value`` has the full shape; else ``value`` unchanged."""
+    layout = getattr(param, "sharding_layout", None)
+    if layout is None or tuple(value.shape) != tuple(layout.shape) \
+            or tuple(param.shape) == tuple(layout.shape):
+        return value
+    from ...tensor import Tensor
+    block = value.asnumpy()[layout.slice_for(param.sharding_rank)]
+    return Tensor(np.ascontiguousarray(block))
 
 
 def _layout(text):

@@ -9,8 +9,10 @@ Every configuration must start from the weights one process would have drawn:
   its block, from the random stream the full tensor would have used (rank 0's stream state
   is broadcast first), so no rank ever holds a full-size copy.
 
-The parameter then carries ``sharding_layout`` (its ``TensorLayout``, full shape included)
-and ``sharding_rank``; checkpoints record them (``checkpoint.layout_entries``). Every live
+The parameter then carries ``sharding_layout`` (its ``TensorLayout``, full shape included),
+``sharding_rank`` and ``sharding_comm`` (the ranks that share it); checkpoints record the
+first two (``checkpoint.layout_entries``) or gather the whole tensor over the third
+(``checkpoint.integrated_entries``). Every live
 optimizer holding the parameter slices its state the same way.
 """
 import weakref
@@ -43,7 +45,7 @@ def slice_parameter(param, layout, rank, comm, optimizer=None):
             param.data = param.device.xp.ascontiguousarray(param.data)
             communicator_for(comm, param.device).broadcast(param.data, root=0)
         param.data = param.data[index].copy()   # a new shape: set_data keeps shapes
-    param.sharding_layout, param.sharding_rank = layout, rank
+    param.sharding_layout, param.sharding_rank, param.sharding_comm = layout, rank, comm
     _sliced[param.name] = param
     holders = list(optimizers_holding(param))
     if optimizer is not None and optimizer not in holders:
@@ -53,6 +55,7 @@ def slice_parameter(param, layout, rank, comm, optimizer=None):
             if tuple(state.shape) == layout.shape:
                 state.data = state.data[index].copy()
                 state.sharding_layout, state.sharding_rank = layout, rank
+                state.sharding_comm = comm
 
 
 def _share_stream(param, comm):
