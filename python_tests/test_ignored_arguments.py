@@ -294,3 +294,28 @@ def test_mpi_split_names_the_communicator():
     pytest.importorskip("mpi4py")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "grads", done.stderr
+
+
+# ---- SINGA graph mode -----------------------------------------------------------------------
+def test_singa_graph_mode_says_once_that_it_runs_eagerly(monkeypatch):
+    import warnings
+    from minitorch_dist.singa import device, layer, model, tensor
+    monkeypatch.setattr(device, "_graph_noted", [])
+
+    class Net(model.Model):
+        def __init__(self):
+            super().__init__()
+            self.fc = layer.Linear(2)
+
+        def forward(self, x):
+            return self.fc(x)
+
+    x = tensor.Tensor((3, 4))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Net().compile([x], is_train=True, use_graph=False)
+        assert not caught                                 # the default says nothing
+        Net().compile([x], is_train=True, use_graph=True, sequential=True)
+        device.get_default_device().EnableGraph(True)
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1 and "graph mode runs eagerly" in messages[0]

@@ -28,6 +28,19 @@ __all__ = ["Device", "create_cuda_gpu_on", "create_cuda_gpu", "create_cuda_gpus"
 _handles = {}
 
 
+
+_graph_noted = []
+
+
+def note_eager_graph(call):
+    """Say once per process that SINGA's graph mode runs eagerly here: the same numbers, but
+    no buffered graph and no scheduling (``sequential``) are built."""
+    if not _graph_noted:
+        _graph_noted.append(call)
+        warnings.warn(f"singa {call}: graph mode runs eagerly in minitorch_dist.singa: every "
+                      "operation runs at once, with the same numbers; SINGA's buffered graph "
+                      "and its scheduling (sequential) are not built", stacklevel=3)
+
 class Device:
     """SINGA's ``Device``: ``id()`` (-1 for the host), ``SetRandSeed``, graph switches.
 
@@ -82,8 +95,10 @@ class Device:
 
     # ---- graph and profiling switches (recorded; execution stays eager) ------------------
     def EnableGraph(self, enable=True):
-        """Record SINGA's graph switch (execution stays eager)."""
+        """Record SINGA's graph switch (execution stays eager: ``note_eager_graph``)."""
         self._graph = bool(enable)
+        if self._graph:
+            note_eager_graph("Device.EnableGraph(True)")
 
     def graph_enabled(self):
         """SINGA's graph switch as last set."""

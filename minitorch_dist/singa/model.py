@@ -7,7 +7,7 @@ on the placeholder inputs, only to create the layers' parameters from their shap
 then attaches the optimizer given to ``set_optimizer`` to those parameters (for a
 ``DistOpt`` that is the collective step that checks the replicas and copies rank 0's
 values to every rank). Execution is always eager: ``use_graph`` and ``sequential`` are
-recorded and change nothing, except that per-call arguments such as ``dist_option`` are
+recorded (graph mode with a one-time warning saying so) and change nothing, except that per-call arguments such as ``dist_option`` are
 honoured on every call (SINGA's graph mode freezes them at the first call).
 
 >>> import numpy as np
@@ -54,6 +54,7 @@ from . import flags
 from . import tape as _tape
 from . import tensor as _tensor
 from .layer import Layer, _Held
+from .device import note_eager_graph
 from .unsupported import module_getattr
 
 __all__ = ["Model"]
@@ -150,9 +151,11 @@ class Model(Layer):
                 Cell.__setattr__(holder, f"p{len(holder._params)}", param)
 
     def graph(self, mode=True, sequential=False):
-        """Record SINGA's graph switches (execution stays eager)."""
+        """Record SINGA's graph switches (execution stays eager: ``note_eager_graph``)."""
         object.__setattr__(self, "graph_mode", bool(mode))
         object.__setattr__(self, "sequential", bool(sequential))
+        if self.graph_mode:
+            note_eager_graph("Model.compile(use_graph=True)")
 
     def train(self, mode=True):
         """Training mode: calls run ``train_one_batch``; sets ``autograd.training`` (dropout
