@@ -32,14 +32,14 @@ _handles = {}
 _graph_noted = []
 
 
-def note_eager_graph(call):
+def note_eager_graph(call, stacklevel=3):
     """Say once per process that SINGA's graph mode runs eagerly here: the same numbers, but
     no buffered graph and no scheduling (``sequential``) are built."""
     if not _graph_noted:
         _graph_noted.append(call)
         warnings.warn(f"singa {call}: graph mode runs eagerly in minitorch_dist.singa: every "
                       "operation runs at once, with the same numbers; SINGA's buffered graph "
-                      "and its scheduling (sequential) are not built", stacklevel=3)
+                      "and its scheduling (sequential) are not built", stacklevel=stacklevel)
 
 class Device:
     """SINGA's ``Device``: ``id()`` (-1 for the host), ``SetRandSeed``, graph switches.

@@ -126,7 +126,7 @@ class Model(Layer):
         object.__setattr__(self, "_initialized", True)
         object.__setattr__(self, "_compiled", True)
         self.train(bool(is_train))
-        self.graph(use_graph, sequential)
+        self._record_graph(use_graph, sequential, "Model.compile(use_graph=True)", stacklevel=4)
         if self._optimizer is not None:
             self._optimizer._bind_to(self)
 
@@ -152,10 +152,13 @@ class Model(Layer):
 
     def graph(self, mode=True, sequential=False):
         """Record SINGA's graph switches (execution stays eager: ``note_eager_graph``)."""
+        self._record_graph(mode, sequential, "Model.graph(True)", stacklevel=4)
+
+    def _record_graph(self, mode, sequential, call, stacklevel):
         object.__setattr__(self, "graph_mode", bool(mode))
         object.__setattr__(self, "sequential", bool(sequential))
         if self.graph_mode:
-            note_eager_graph("Model.compile(use_graph=True)")
+            note_eager_graph(call, stacklevel)      # pointing at the user's call
 
     def train(self, mode=True):
         """Training mode: calls run ``train_one_batch``; sets ``autograd.training`` (dropout
