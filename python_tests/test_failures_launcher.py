@@ -161,6 +161,15 @@ def test_report_without_records_shows_what_mpiexec_said():
     assert "no rank reported an exception" in text and "something went wrong" in text
 
 
+def test_report_keeps_our_own_reason_above_a_long_mpi_banner():
+    """The launch agent's one-line reason came before PRRTE's 20-line banner and was cut."""
+    said = ("minitorch_dist.job_remote: no launch agent found on PATH among 'myssh'\n"
+            + "".join(f"banner line {i}\n" for i in range(20)))
+    text = report.format_report([], 1, "/logs", said)
+    assert "no launch agent found" in text and "banner line 19" in text
+    assert "banner line 4\n" not in text          # the banner itself is still cut to 15
+
+
 def test_only_the_newest_failure_logs_are_kept(tmp_path):
     for index in range(5):
         folder = tmp_path / f"{run.JOB_DIR_PREFIX}{index}"

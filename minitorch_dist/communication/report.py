@@ -120,8 +120,11 @@ def format_report(records, code, job_dir, mpi_text=""):
         lines.append(f"minitorch_dist.run: the job failed (exit code {code}) and no rank "
                      "reported an exception (a rank was killed or crashed, or MPI failed).")
         if mpi_text.strip():
-            lines += ["  mpiexec said:"] + ["    " + line for line in
-                                            mpi_text.strip().splitlines()[-15:]]
+            said = mpi_text.strip().splitlines()
+            # our own processes' one-line reasons (the launch agent's, say) come first: MPI's
+            # banner after them is only their consequence
+            own = [line for line in said[:-15] if line.startswith("minitorch_dist")]
+            lines += ["  mpiexec said:"] + ["    " + line for line in own + said[-15:]]
         lines.append(f"  full logs of every rank: {job_dir}")
         return "\n".join(lines)
     first = failures[0]
