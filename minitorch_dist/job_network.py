@@ -12,12 +12,13 @@
 Without the shim (no C compiler, not Linux) the job still runs, after one warning on stderr
 saying what will listen on every interface and why.
 """
+import socket
 import sys
 
 from .job_bind_shim import MODE_VARIABLE, bind_shim, preload_environment
 from .job_remote import AGENT_SETTINGS, AGENT_VARIABLE, ARGS_SETTINGS, user_agent
 
-__all__ = ["exposure_warning", "job_environment", "UNNAMED_NETWORK_NOTE"]
+__all__ = ["exposure_warning", "job_environment", "check_interfaces", "UNNAMED_NETWORK_NOTE"]
 
 UNNAMED_NETWORK_NOTE = ("minitorch_dist.run: note: without --iface, Open MPI's daemons and the "
                         "ranks listen on every network interface of every machine; --iface NET "
@@ -58,3 +59,33 @@ def job_environment(env, flavor, remote, interfaces=None, warn=True):
             print(exposure_warning(reason), file=sys.stderr, flush=True)
         return env
     return preload_environment(env, shim)
+
+
+def check_interfaces(interfaces, local=None):
+    """Refuse an ``--iface`` list of interface names none of which this machine has: the
+    launching machine's daemon (``prterun``) talks to the others over the same network, and
+    Open MPI would only say "No network interfaces were found for out-of-band
+    communications". CIDR entries are left to Open MPI. ``local``: the interface names here.
+
+    >>> check_interfaces("eth9,ib9", local=["lo", "eth0"])
+    Traceback (most recent call last):
+    ...
+    ValueError: --iface 'eth9,ib9' names no interface of this machine (it has: eth0, lo); the launching machine must be on the network the job uses
+    >>> check_interfaces("eth9,10.0.0.0/8", local=["lo"]) is None
+    True
+    """
+    entries = [entry.strip() for entry in interfaces.split(",") if entry.strip()]
+    if not entries:
+        raise ValueError(f"--iface needs an interface name or a CIDR network, got {interfaces!r}")
+    if any("/" in entry for entry in entries):
+        return None
+    if local is None:
+        try:
+            local = [name for _, name in socket.if_nameindex()]
+        except OSError:
+            return None
+    if not set(entries) & set(local):
+        raise ValueError(f"--iface {interfaces!r} names no interface of this machine (it has: "
+                         f"{', '.join(sorted(local))}); the launching machine must be on the "
+                         "network the job uses")
+    return None

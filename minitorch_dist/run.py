@@ -51,7 +51,7 @@ import traceback
 
 from .backend.allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
 from .job_bind_shim import MODE_VARIABLE, SAVED_PRELOAD
-from .job_network import job_environment
+from .job_network import check_interfaces, job_environment
 from .job_remote import AGENT_VARIABLE, agent_setting
 from .job_output import OutputDemux
 from .job_relay import RecordRelay
@@ -232,6 +232,8 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
     ``subprocess.Popen``; ``stdout``/``stderr`` may be files (prefer them to pipes).
     """
     timeout = check_timeout(timeout)
+    if interfaces:
+        check_interfaces(interfaces)
     mpiexec = find_mpiexec() if mpiexec is None else mpiexec
     flavor = mpi_flavor(mpiexec)
     out_sink, err_sink = popen_kwargs.pop("stdout", None), popen_kwargs.pop("stderr", None)
@@ -522,6 +524,11 @@ def main(args=None):
     """The command line: ``python -m minitorch_dist.run -n N [options] script.py [args]``."""
     options = parse_options(sys.argv[1:] if args is None else args)
     hosts = {key: options[key] for key in ("hosts", "hostfile", "interfaces")}
+    if options["interfaces"]:
+        try:
+            check_interfaces(options["interfaces"])
+        except ValueError as exc:
+            raise SystemExit(f"minitorch_dist.run: {exc}") from None
     if options["dry_run"]:
         mpiexec = find_mpiexec()
         env = job_environment(dict(os.environ), mpi_flavor(mpiexec),

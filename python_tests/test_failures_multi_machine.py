@@ -62,6 +62,16 @@ def test_the_remote_command_is_quoted_for_the_remote_shell():
                                     "eth0,10.1.0.0/16", "ssh -p 22", command]
 
 
+def test_an_iface_this_machine_lacks_is_refused_before_anything_starts():
+    done = subprocess.run([sys.executable, "-m", "minitorch_dist.run", "-n", "2", "--hosts",
+                           "a,b", "--iface", "nosuch0", "t.py"], cwd=REPO, env=child_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "--iface 'nosuch0' names no interface of this machine" in done.stderr
+    with pytest.raises(ValueError, match="names no interface"):
+        run.launch(2, ["t.py"], hosts="a,b", interfaces="nosuch0,nosuch1")
+
+
 def test_job_remote_refuses_to_run_outside_a_launched_job(monkeypatch):
     monkeypatch.delenv(job_bind_shim.MODE_VARIABLE, raising=False)
     with pytest.raises(SystemExit, match="outside a launched job"):
