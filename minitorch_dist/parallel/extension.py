@@ -29,7 +29,8 @@ from .. import communication, nn
 from ..extension import Extension, install_extension
 from ..nn.cell import Cell
 from ..nn.optim.optimizer import Optimizer
-from .context import ParallelMode, get_auto_parallel_context, is_data_parallel, shards_operators
+from .context import (ParallelMode, check_job_size, get_auto_parallel_context, is_data_parallel,
+                      shards_operators)
 from .embedding_slice import sliced_embedding
 from .grad_reducer import DistributedGradReducer
 from .pipeline import (PipelineCell, PipelineEvalCell, PipelineGradReducer, replica_batches)
@@ -158,6 +159,8 @@ class ParallelExtension(Extension):
             raise RuntimeError("TrainOneStepCell: data-parallel mode is set but the "
                                "communication is not initialized; call "
                                "minitorch_dist.communication.init() first")
+        check_job_size(communication.get_group_size(), communication.get_rank(),
+                       "TrainOneStepCell")
         if communication.get_group_size() == 1:
             return None
         reducer = DistributedGradReducer(weights)

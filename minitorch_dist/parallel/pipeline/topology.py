@@ -101,10 +101,11 @@ def pipeline_data_shard():
     (1, 0)
     """
     from ... import communication
-    from ..context import get_auto_parallel_context
+    from ..context import check_job_size, get_auto_parallel_context
     if not communication.GlobalComm.INITED:
         communication.init()
     world = communication.get_group_size()
+    check_job_size(world, communication.get_rank(), "pipeline_data_shard")
     stages = get_auto_parallel_context("pipeline_stages")
     topology = PipelineTopology(communication.get_rank(), world, stages)
     return topology.replicas, topology.replica

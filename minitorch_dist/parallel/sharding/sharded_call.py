@@ -30,11 +30,12 @@ import weakref
 
 import numpy as np
 
+from ... import communication
 from ...nn.cell import Cell
 from ...ops.primitive import Primitive
 from ...tensor import Tensor
 from ..comm_ops import communicator_for
-from ..context import ParallelMode, get_auto_parallel_context
+from ..context import ParallelMode, check_job_size, get_auto_parallel_context
 from .executor import LocalRun
 from .graph import trace
 from .groups import GroupCache
@@ -145,6 +146,9 @@ class ShardedCall:
     def prepare(self, args, positions):
         comm = self.world_communicator()
         world, rank = (comm.size, comm.rank) if comm is not None else (1, 0)
+        if communication.GlobalComm.INITED:      # the job's size, not a stage group's
+            check_job_size(communication.get_group_size(), communication.get_rank(),
+                           "sharded network")
         local_shapes = [tuple(args[i].shape) for i in positions]
         full_shapes, layouts = dataset_layouts(local_shapes, world)
         stand_ins = list(args)
