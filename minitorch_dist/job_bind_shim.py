@@ -55,6 +55,7 @@ SHIM_SOURCE = r"""
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -88,8 +89,8 @@ static int on_listed_network(const char *list, const char *name, const struct so
         unsigned char network[16];
         char *end = NULL;
         long bits = strtol(slash + 1, &end, 10);
-        if (inet_pton(family, entry, network) != 1 || *end != '\0' || bits < 0
-                || bits > size * 8) {
+        if (inet_pton(family, entry, network) != 1 || end == slash + 1 || *end != '\0'
+                || bits < 0 || bits > size * 8) {
             continue;
         }
         int whole = (int)bits / 8, rest = (int)bits % 8;
@@ -100,13 +101,31 @@ static int on_listed_network(const char *list, const char *name, const struct so
     return 0;
 }
 
+/* Say once that the listed networks hold several addresses of one family here: one
+   listener takes the first, and a peer told another address could not connect. */
+static void warn_several(int family, const struct sockaddr_storage *chosen)
+{
+    static int warned[2];
+    char text[INET6_ADDRSTRLEN] = "?";
+    if (warned[family == AF_INET6]++) return;
+    const void *raw = family == AF_INET
+        ? (const void *)&((const struct sockaddr_in *)chosen)->sin_addr
+        : (const void *)&((const struct sockaddr_in6 *)chosen)->sin6_addr;
+    inet_ntop(family, raw, text, sizeof text);
+    fprintf(stderr, "minitorch_dist: warning: --iface %s matches more than one %s address "
+            "on this machine; Open MPI listens on %s only, and a peer that uses another one "
+            "cannot connect: name networks that hold one address of each machine (an "
+            "interface with a single address, or a narrower CIDR network)\n", mode + 4,
+            family == AF_INET ? "IPv4" : "IPv6", text);
+}
+
 /* This machine's first up address of FAMILY on a listed network, into OUT; 0 if none. */
 static int listed_address(int family, struct sockaddr_storage *out)
 {
     struct ifaddrs *all = NULL;
     int found = 0;
     if (getifaddrs(&all) != 0) return 0;
-    for (struct ifaddrs *each = all; each != NULL && !found; each = each->ifa_next) {
+    for (struct ifaddrs *each = all; each != NULL && found < 2; each = each->ifa_next) {
         if (each->ifa_addr == NULL || each->ifa_addr->sa_family != family
                 || !(each->ifa_flags & IFF_UP)) {
             continue;
@@ -116,13 +135,16 @@ static int listed_address(int family, struct sockaddr_storage *out)
             continue;     /* needs a scope id, and is not what peers are told to use */
         }
         if (on_listed_network(mode + 4, each->ifa_name, each->ifa_addr)) {
-            memcpy(out, each->ifa_addr, family == AF_INET ? sizeof(struct sockaddr_in)
-                                                          : sizeof(struct sockaddr_in6));
-            found = 1;
+            if (!found) {
+                memcpy(out, each->ifa_addr, family == AF_INET ? sizeof(struct sockaddr_in)
+                                                              : sizeof(struct sockaddr_in6));
+            }
+            found++;
         }
     }
     freeifaddrs(all);
-    return found;
+    if (found > 1) warn_several(family, out);
+    return found > 0;
 }
 
 int bind(int fd, const struct sockaddr *addr, socklen_t len)
@@ -288,11 +310,13 @@ def release_environment(env):
     >>> e = {"LD_PRELOAD": "/s.so /x.so", SAVED_PRELOAD: "/x.so", MODE_VARIABLE: "net:eth0"}
     >>> release_environment(e)
     {'LD_PRELOAD': '/x.so'}
+    >>> release_environment({"LD_PRELOAD": "/jemalloc.so", MODE_VARIABLE: "net:eth0"})
+    {'LD_PRELOAD': '/jemalloc.so'}
     """
-    if MODE_VARIABLE not in env and SAVED_PRELOAD not in env:
-        return env
-    saved = env.pop(SAVED_PRELOAD, "")
     env.pop(MODE_VARIABLE, None)
+    if SAVED_PRELOAD not in env:      # the shim was never preloaded: LD_PRELOAD is the user's
+        return env
+    saved = env.pop(SAVED_PRELOAD)
     if saved:
         env["LD_PRELOAD"] = saved
     else:

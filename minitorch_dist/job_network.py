@@ -62,7 +62,9 @@ def job_environment(env, flavor, remote, interfaces=None, warn=True):
 
 
 def check_interfaces(interfaces, local=None):
-    """Refuse an ``--iface`` list of interface names none of which this machine has: the
+    """The ``--iface`` list, normalised ("eth0, eth1" -> "eth0,eth1": Open MPI and the shim
+    match entries exactly). Refused: an empty or overlong list (the shim holds 1000
+    characters), and a list of interface names none of which this machine has: the
     launching machine's daemon (``prterun``) talks to the others over the same network, and
     Open MPI would only say "No network interfaces were found for out-of-band
     communications". CIDR entries are left to Open MPI. ``local``: the interface names here.
@@ -71,21 +73,24 @@ def check_interfaces(interfaces, local=None):
     Traceback (most recent call last):
     ...
     ValueError: --iface 'eth9,ib9' names no interface of this machine (it has: eth0, lo); the launching machine must be on the network the job uses
-    >>> check_interfaces("eth9,10.0.0.0/8", local=["lo"]) is None
-    True
+    >>> check_interfaces("eth9, 10.0.0.0/8", local=["lo"])
+    'eth9,10.0.0.0/8'
     """
-    entries = [entry.strip() for entry in interfaces.split(",") if entry.strip()]
+    entries = [entry.strip() for entry in str(interfaces).split(",") if entry.strip()]
+    normalised = ",".join(entries)
     if not entries:
         raise ValueError(f"--iface needs an interface name or a CIDR network, got {interfaces!r}")
+    if len(normalised) > 1000:
+        raise ValueError(f"--iface takes at most 1000 characters, got {len(normalised)}")
     if any("/" in entry for entry in entries):
-        return None
+        return normalised
     if local is None:
         try:
             local = [name for _, name in socket.if_nameindex()]
         except OSError:
-            return None
+            return normalised
     if not set(entries) & set(local):
         raise ValueError(f"--iface {interfaces!r} names no interface of this machine (it has: "
                          f"{', '.join(sorted(local))}); the launching machine must be on the "
                          "network the job uses")
-    return None
+    return normalised

@@ -17,6 +17,10 @@ _TAG = re.compile(rb"^\[(\d+),(\d+)\]<(stdout|stderr|stddiag)>: ?(.*)$", re.S)
 # Open MPI's error-handler lines ("[host:pid] *** An error occurred in ..."): the
 # consequence of another rank's failure when the job has a report, shown only without one
 _MPI_ERROR_LINE = re.compile(rb"^\[[^\]\s]+:\d+\] \*\*\* ")
+_OWN_WARNING = b"minitorch_dist: warning: "     # always shown, from wherever it comes
+# the rule around Open MPI's and PRRTE's help messages (74 and 60 dashes); a shorter rule
+# is the program's own
+_MPI_RULE = re.compile(rb"^-{60,}\s*$")
 
 
 class OutputDemux:
@@ -86,6 +90,8 @@ class OutputDemux:
                     self.untagged.append(line.decode(errors="replace"))
                     with open(os.path.join(self.job_dir, "mpiexec.log"), "ab") as handle:
                         handle.write(line)
+                    if line.startswith(_OWN_WARNING):   # a daemon's (job_remote, the shim)
+                        self._emit("stderr", line)
                     continue
                 rank, kind, text = int(match.group(2)), match.group(3).decode(), match.group(4)
                 text = text.replace(b"\x00", b"")
@@ -104,12 +110,12 @@ class OutputDemux:
                     self.relay(*relayed)
                 continue
             if kind == "stderr" and text.startswith(b"minitorch_dist: ") \
-                    and not text.startswith(b"minitorch_dist: note: "):
+                    and not text.startswith((b"minitorch_dist: note: ", _OWN_WARNING)):
                 continue        # a failure line: the report says it once
-            if kind != "stdout" and (rank in held or text.startswith(b"-" * 20)):
+            if kind != "stdout" and (rank in held or _MPI_RULE.match(text)):
                 block = held.setdefault(rank, [])
                 block.append(text)
-                if len(block) > 1 and text.startswith(b"-" * 20) or len(block) > 200:
+                if len(block) > 1 and _MPI_RULE.match(text) or len(block) > 200:
                     self._hold_mpi_message(held.pop(rank))
                 continue
             if kind != "stdout" and _MPI_ERROR_LINE.match(text):

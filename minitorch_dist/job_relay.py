@@ -7,9 +7,11 @@ such lines to a ``RecordRelay``, which writes the record into the job directory,
 report and the ranks that can see the directory find it as if the rank had written it.
 
 Ranks that relay cannot read the others' exit records, so the relay also judges for them:
-when a relayed wait can never end (a member of that collective left after fewer calls,
-``watchdog.stuck_reason_for``), it writes the waiting rank's failure record naming the rank
-that left, and ends the job (``stop``), as that rank's own watchdog would have.
+when a relayed wait that is still open can never end (a member of that collective left
+after fewer calls, ``watchdog.stuck_reason_for``), it writes the waiting rank's failure
+record naming the rank that left, and ends the job (``stop``), as that rank's own watchdog
+would have. It judges when a relayed record arrives and, while a wait is open, twice a
+second (an exit record may come as a file from a rank that sees the job directory).
 """
 import json
 import os
@@ -48,17 +50,35 @@ def parse_record_line(text):
 
 class RecordRelay:
     """Writes relayed records into ``job_dir``; calls ``stop()`` (once) when a relayed wait
-    can never end."""
+    can never end. ``close()`` ends its polling when the job is over."""
 
     def __init__(self, job_dir, stop):
         self.job_dir, self.stop = job_dir, stop
         self.lock = threading.Lock()
         self.stopped = False
+        self.closed = threading.Event()
+        self.poller = None
 
     def __call__(self, name, record):
         with self.lock:
             watchdog.write_record(self.job_dir, name, record)
-            if self.stopped or name.startswith("failure."):
+            if name.startswith("wait.") and record.get("open") and self.poller is None:
+                self.poller = threading.Thread(target=self._poll, daemon=True,
+                                               name="minitorch_dist-relay-judge")
+                self.poller.start()
+        if not name.startswith("failure."):
+            self._judge()
+
+    def close(self):
+        self.closed.set()
+
+    def _poll(self):
+        while not self.closed.wait(watchdog.POLL_SECONDS) and not self.stopped:
+            self._judge()
+
+    def _judge(self):
+        with self.lock:
+            if self.stopped:
                 return
             reason, wait = self._stuck()
             if reason is None:
@@ -71,14 +91,20 @@ class RecordRelay:
         self.stop()
 
     def _stuck(self):
-        """The first relayed wait that can never end: ``(reason, wait record)``. A rank's
-        wait is stale once it has left, and harmless before: a collective that completed
-        had every member's call, so no exit record shows fewer."""
-        exits = watchdog.read_records(self.job_dir, "exit")
+        """The first open relayed wait that can never end: ``(reason, wait record)``. A wait
+        is withdrawn (``open`` false) once its collective completed, and stale once its rank
+        has left."""
+        try:
+            exits = watchdog.read_records(self.job_dir, "exit")
+            waits = watchdog.read_records(self.job_dir, "wait")
+        except OSError:
+            return None, None
         if not exits:
             return None, None
-        for rank, wait in sorted(watchdog.read_records(self.job_dir, "wait").items()):
+        for rank, wait in sorted(waits.items()):
+            if not wait.get("open") or rank in exits:
+                continue
             reason = watchdog.stuck_reason_for(wait, exits)
-            if reason is not None and rank not in exits:
+            if reason is not None:
                 return reason, wait
         return None, None

@@ -31,7 +31,7 @@ import shlex
 import shutil
 import sys
 
-from .job_bind_shim import bind_shim, preload_environment, release_environment
+from .job_bind_shim import MODE_VARIABLE, bind_shim, preload_environment, release_environment
 
 __all__ = ["AGENT_VARIABLE", "AGENT_SETTINGS", "ARGS_SETTINGS", "user_agent", "agent_setting", "wrap_command", "main"]
 
@@ -98,7 +98,7 @@ def _agent(args):
     if len(args) < 2 or args[0].startswith("-"):
         raise SystemExit(_USAGE)
     env = dict(os.environ)
-    nets = env.get("MINITORCH_DIST_BIND", "")
+    nets = env.get(MODE_VARIABLE, "")
     if not nets.startswith("net:"):
         raise SystemExit("minitorch_dist.job_remote agent: started outside a launched job "
                          "(no MINITORCH_DIST_BIND=net:... in the environment)")
@@ -125,6 +125,7 @@ def _daemon(args):
               f"listen on every network interface: the bind shim is unavailable there "
               f"({reason}). See docs/failures.md, 'Network exposure'.", file=sys.stderr,
               flush=True)
+        env[MODE_VARIABLE] = "net:" + nets      # this agent still wraps daemons it starts
     else:
         env = preload_environment(env, shim, "net:" + nets)
     shell = pwd.getpwuid(os.getuid()).pw_shell or "/bin/sh"

@@ -102,7 +102,7 @@ RANK_RUNNER = ["-m", "minitorch_dist.communication.rank_runner"]
 
 def build_command(n, argv, mpiexec, python=None, flavor="openmpi", is_root=None, cores=None,
                   oversubscribe=False, abort_on_error=True, tag_output=False, hosts=None,
-                  hostfile=None, interfaces=None):
+                  hostfile=None, interfaces=None, forward=()):
     """The mpiexec command line (a list) that runs ``python argv...`` on ``n`` ranks.
 
     ``is_root`` and ``cores`` default to this machine's; Open MPI gets
@@ -113,7 +113,9 @@ def build_command(n, argv, mpiexec, python=None, flavor="openmpi", is_root=None,
     this machine and Open MPI's traffic between ranks stays on shared memory (no TCP
     listeners); with them, ``interfaces`` (e.g. "eth0" or "10.0.0.0/8") restricts MPI's
     TCP and out-of-band traffic to those networks, and makes ``job_remote`` the launch agent
-    that carries the bind shim to the other machines (``job_network``).
+    that carries the bind shim to the other machines (``job_network``). ``forward`` names
+    environment variables that ranks on other machines must get too (Open MPI passes a
+    remote rank its daemon's login environment, not the launcher's: ``-x NAME``).
 
     >>> build_command(8, ["-m", "pkg.train"], "mpiexec", "py", is_root=True, cores=2,
     ...               abort_on_error=False)
@@ -142,6 +144,8 @@ def build_command(n, argv, mpiexec, python=None, flavor="openmpi", is_root=None,
             command += ["--output", "tag"]
         if remote:
             command += ["--host", hosts] if hosts else ["--hostfile", hostfile]
+            for name in forward:
+                command += ["-x", name]
             if interfaces:       # traffic on NETS; job_remote keeps the listeners there too
                 command += ["--mca", "btl_tcp_if_include", interfaces,
                             "--prtemca", "oob_tcp_if_include", interfaces,
@@ -189,6 +193,25 @@ def rank_environment(env=None):
     return env
 
 
+# What the launcher sets for the ranks (threads, malloc, MPI's yielding) and this project's
+# own settings (the job directory, MINITORCH_DIST_DEBUG, ...); the shim's variables are set
+# on each machine by job_remote, never copied from this one.
+_NOT_FORWARDED = (SAVED_PRELOAD, MODE_VARIABLE, AGENT_VARIABLE)
+
+
+def forwarded_variables(env):
+    """The names in ``env`` that ranks on other machines must get as well (``-x``).
+
+    >>> forwarded_variables({"OMP_NUM_THREADS": "1", "MINITORCH_DIST_DEBUG": "detail",
+    ...                      "MINITORCH_DIST_BIND": "net:eth0", "HOME": "/root"})
+    ['MINITORCH_DIST_DEBUG', 'OMP_NUM_THREADS']
+    """
+    names = set(THREAD_VARIABLES) | set(MALLOC_VARIABLES) | {"OMPI_MCA_mpi_yield_when_idle"}
+    return sorted(name for name in env
+                  if (name in names or name.startswith("MINITORCH_DIST_"))
+                  and name not in _NOT_FORWARDED)
+
+
 def check_timeout(timeout):
     """``timeout`` as a positive finite float (None stays None); anything else is a ValueError.
 
@@ -233,7 +256,7 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
     """
     timeout = check_timeout(timeout)
     if interfaces:
-        check_interfaces(interfaces)
+        interfaces = check_interfaces(interfaces)
     mpiexec = find_mpiexec() if mpiexec is None else mpiexec
     flavor = mpi_flavor(mpiexec)
     out_sink, err_sink = popen_kwargs.pop("stdout", None), popen_kwargs.pop("stderr", None)
@@ -242,9 +265,7 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
     demux = flavor == "openmpi" and all(sink not in (subprocess.PIPE, subprocess.DEVNULL)
                                         for sink in (out_sink, err_sink))
     runner = importlib.util.find_spec("mpi4py") is not None
-    command = build_command(n, argv, mpiexec, flavor=flavor, oversubscribe=oversubscribe,
-                            abort_on_error=runner, tag_output=demux, hosts=hosts,
-                            hostfile=hostfile, interfaces=interfaces)
+    remote = bool(hosts or hostfile)
     keep_logs = log_dir is not None
     if keep_logs:
         os.makedirs(log_dir, exist_ok=True)
@@ -252,10 +273,14 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
     else:
         _prune_job_dirs(tempfile.gettempdir())
         job_dir = tempfile.mkdtemp(prefix=JOB_DIR_PREFIX)
-    rank_env = job_environment(rank_environment(env), flavor, remote=bool(hosts or hostfile),
+    rank_env = job_environment(rank_environment(env), flavor, remote=remote,
                                interfaces=interfaces)
     rank_env["MINITORCH_DIST_JOB_DIR"] = os.path.abspath(job_dir)
     rank_env[LAUNCHER_PID_VARIABLE] = launcher_identity()
+    command = build_command(n, argv, mpiexec, flavor=flavor, oversubscribe=oversubscribe,
+                            abort_on_error=runner, tag_output=demux, hosts=hosts,
+                            hostfile=hostfile, interfaces=interfaces,
+                            forward=forwarded_variables(rank_env) if remote else ())
     process = subprocess.Popen(command, env=rank_env, start_new_session=True,
                                stdout=subprocess.PIPE if demux else out_sink,
                                stderr=subprocess.PIPE if demux else err_sink,
@@ -286,6 +311,7 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
         _restore_signal_handlers(previous)
         if streams is not None:
             streams.join()
+        relay.close()
         stop_guard(guard)
     if relay.stopped and ended_by is None:
         code = 1        # the relay ended a job that could never finish, as a rank would
@@ -298,7 +324,8 @@ def _finish(n, process, code, ended_by, timeout, job_dir, keep_logs, streams):
     records = report.read_records(job_dir)
     if streams is not None:
         streams.append_tracebacks(records)
-        streams.release_mpi_messages(show=not records)
+        # MPI's messages are the echo of a failure a rank explained; otherwise they are news
+        streams.release_mpi_messages(show=not any(r.get("kind") != "exit" for r in records))
     if ended_by == "timeout":
         print(f"minitorch_dist.run: the job did not finish within {timeout} s and was killed"
               + report.left_early_text(records, n) + f"; logs: {job_dir}",
@@ -526,18 +553,20 @@ def main(args=None):
     hosts = {key: options[key] for key in ("hosts", "hostfile", "interfaces")}
     if options["interfaces"]:
         try:
-            check_interfaces(options["interfaces"])
+            hosts["interfaces"] = options["interfaces"] = check_interfaces(options["interfaces"])
         except ValueError as exc:
             raise SystemExit(f"minitorch_dist.run: {exc}") from None
     if options["dry_run"]:
         mpiexec = find_mpiexec()
-        env = job_environment(dict(os.environ), mpi_flavor(mpiexec),
-                              bool(options["hosts"] or options["hostfile"]),
+        remote = bool(options["hosts"] or options["hostfile"])
+        env = job_environment(rank_environment(), mpi_flavor(mpiexec), remote,
                               interfaces=options["interfaces"])
         prefix = [f"{name}={shlex.quote(env[name])}" for name in
                   ("LD_PRELOAD", SAVED_PRELOAD, MODE_VARIABLE, AGENT_VARIABLE) if name in env]
+        forward = forwarded_variables(env) if remote else ()
         print(" ".join(prefix + [shlex.quote(word) for word in _command(
-            options["n"], options["argv"], mpiexec, options["oversubscribe"], **hosts)]))
+            options["n"], options["argv"], mpiexec, options["oversubscribe"], forward=forward,
+            **hosts)]))
         return 0
     try:
         return launch(options["n"], options["argv"], timeout=options["timeout"],

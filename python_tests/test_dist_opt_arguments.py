@@ -28,6 +28,8 @@ def _step_on_two_ranks(option, **arguments):
     ("partialUpdate", {"corr": False}, "corr=False"),
     ("fp32", {"clipping": True}, "clipping only applies to 'fp16'"),
     ("sparseTopK", {"clipping": True}, "clipping only applies to 'fp16'"),
+    ("fp16", {"clip_Value": 10}, "clip_Value=10 only applies with clipping=True"),
+    ("fp32", {"clip_Value": 10, "clipping": False}, "clip_Value=10 only applies"),
 ])
 def test_an_argument_the_option_ignores_is_refused_on_every_rank(option, arguments, named):
     for message, weights in _step_on_two_ranks(option, **arguments):
@@ -39,6 +41,7 @@ def test_an_argument_the_option_ignores_is_refused_on_every_rank(option, argumen
     ("fp32", {}), ("fp16", {"clipping": True, "clip_Value": 10}),
     ("sparseTopK", {"spars": 1.0, "topK": True, "corr": False}),
     ("sparseThreshold", {"spars": 0.5}), ("partialUpdate", {}),
+    ("fp32", {"topK": False}),                # SINGA's default, spelled out
 ])
 def test_the_arguments_each_option_uses_are_accepted(option, arguments):
     for message, weights in _step_on_two_ranks(option, **arguments):

@@ -173,7 +173,10 @@ from mpi4py import MPI
 comm = MPI.COMM_WORLD
 total = comm.allreduce(comm.rank + 1.0)
 seen = [socket.gethostname(), str(total), os.environ.get("LD_PRELOAD", "<unset>"),
-        os.environ.get("MINITORCH_DIST_BIND", "<unset>")]
+        os.environ.get("MINITORCH_DIST_BIND", "<unset>"),
+        # what the launcher sets for every rank reaches the other machine's too (-x)
+        os.environ.get("OMP_NUM_THREADS", "<unset>"),
+        "job-dir" if os.environ.get("MINITORCH_DIST_JOB_DIR") else "<no job dir>"]
 folder = sys.argv[1]
 with open(os.path.join(folder, "rank.%d.tmp" % comm.rank), "w") as out:
     out.write("|".join(seen))
@@ -218,13 +221,16 @@ def machines(tmp_path_factory):
 
 def _fake_ssh(folder, namespace, hidden):
     """An ssh stand-in: ``ssh HOST COMMAND...`` runs COMMAND in ``namespace`` as machine
-    "nodeB", with its own PIDs and without the launcher's temporary folder ``hidden``."""
+    "nodeB", with its own PIDs, without the launcher's temporary folder ``hidden``, and, as
+    sshd does, in a login environment of its own: nothing of the launcher's but PATH, HOME
+    and PYTHONPATH."""
     path = folder / "fake_ssh"
     path.write_text(
         "#!/bin/sh\n"
         "while [ \"${1#-}\" != \"$1\" ]; do shift; done\n"       # options such as -x
         "shift\n"                                              # the host
-        f"exec ip netns exec {namespace} unshare --uts --pid --fork --mount-proc --mount "
+        "exec env -i PATH=\"$PATH\" HOME=\"$HOME\" PYTHONPATH=\"${PYTHONPATH:-}\" "
+        f"ip netns exec {namespace} unshare --uts --pid --fork --mount-proc --mount "
         f"sh -c \"mount -t tmpfs none {hidden}; hostname nodeB; $*\"\n")
     path.chmod(0o755)
     return path
@@ -308,7 +314,8 @@ def test_a_two_machine_job_listens_on_the_named_network_only(machines, tmp_path,
     listening, reports, code, err = _run_two_machine_job(machines, tmp_path,
                                                          f"{hosts} --iface {iface}")
     assert code == 0, err
-    assert reports == ["nodeA|3.0|<unset>|<unset>", "nodeB|3.0|<unset>|<unset>"], err
+    assert reports == ["nodeA|3.0|<unset>|<unset>|1|job-dir",
+                       "nodeB|3.0|<unset>|<unset>|1|job-dir"], err
     for side, host in (("a", 1), ("b", 2)):
         assert not _exposed(listening[side], CLUSTER), (side, listening[side])
         # the daemon's and the rank's listeners moved to clu0: the check above saw them
@@ -327,7 +334,8 @@ def test_without_iface_the_two_machine_job_runs_and_listens_everywhere(machines,
         pytest.skip("Open MPI's defaults are what this test shows")
     listening, reports, code, err = _run_two_machine_job(machines, tmp_path, "")
     assert code == 0, err
-    assert reports == ["nodeA|3.0|<unset>|<unset>", "nodeB|3.0|<unset>|<unset>"], err
+    assert reports == ["nodeA|3.0|<unset>|<unset>|1|job-dir",
+                       "nodeB|3.0|<unset>|<unset>|1|job-dir"], err
     assert _exposed(listening["b"], CLUSTER)
     assert "without --iface" in err
 

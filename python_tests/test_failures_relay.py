@@ -14,12 +14,12 @@ import sys
 from minitorch_dist.communication import watchdog
 from minitorch_dist.job_output import OutputDemux
 from minitorch_dist.job_relay import RecordRelay, parse_record_line
-from mpi_jobs import REPO, child_env
+from mpi_jobs import REPO, child_env, needs_mpi
 
 
 def _wait(rank, seq, members=(0, 1), step=3):
     return {"rank": rank, "key": "world", "op": "allreduce", "seq": seq, "mine": seq,
-            "members": list(members), "step": step, "time": 0.0}
+            "members": list(members), "step": step, "time": 0.0, "open": True}
 
 
 def _exit(rank, calls, step=3):
@@ -75,8 +75,62 @@ def test_a_wait_that_completed_is_never_judged(tmp_path):
     relay("wait.1.json", _wait(1, 4))
     relay("exit.0.json", _exit(0, 6))
     relay("exit.1.json", _exit(1, 6))
+    relay.close()
     assert not stops and not (tmp_path / "failure.1.json").exists()
     assert sorted(os.listdir(tmp_path)) == ["exit.0.json", "exit.1.json", "wait.1.json"]
+
+
+def test_a_withdrawn_wait_is_never_judged(tmp_path):
+    """The review's case: rank 1 once waited in #4 (it completed: the wait was withdrawn),
+    then rank 0's exit record counts fewer calls (say, after release()): no failure."""
+    stops = []
+    relay = RecordRelay(str(tmp_path), stop=lambda: stops.append(1))
+    relay("wait.1.json", _wait(1, 4))
+    relay("wait.1.json", {"rank": 1, "open": False, "time": 1.0})
+    relay("exit.0.json", _exit(0, 0))
+    relay.close()
+    assert not stops and not (tmp_path / "failure.1.json").exists()
+
+
+def test_an_exit_record_written_as_a_file_is_judged_too(tmp_path):
+    """Rank 1 (relaying) waits; rank 0 on the launcher's machine writes its exit record
+    straight into the job directory later: the relay's poll finds it within a second."""
+    import time
+    stops = []
+    relay = RecordRelay(str(tmp_path), stop=lambda: stops.append(1))
+    relay("wait.1.json", _wait(1, 4))
+    watchdog.write_record(str(tmp_path), "exit.0.json", _exit(0, 3))
+    deadline = time.monotonic() + 5
+    while not stops and time.monotonic() < deadline:
+        time.sleep(0.05)
+    relay.close()
+    assert stops == [1] and (tmp_path / "failure.1.json").exists()
+
+
+COUNT_CODE = """import gc, json, os
+from minitorch_dist.communication import watchdog
+
+class Comm:                 # what watch() reads of a communicator
+    size, world_ranks, _call_seq, _pending = 2, (0, 1), 0, None
+
+comm = Comm()
+watchdog.watch(comm)
+comm._seq_box[0] = 5        # Communicator._enter keeps it current
+del comm
+gc.collect()                # release() drops the communicator
+watchdog.record_exit(0)
+print(json.dumps(json.load(open(os.path.join(os.environ["MINITORCH_DIST_JOB_DIR"],
+                                             "exit.0.json")))["collectives"]))
+"""
+
+
+def test_an_exit_record_counts_the_calls_of_released_communicators(tmp_path):
+    """Counted from the live communicators, an exit after release() said 0 calls: a wait
+    that had completed then looked stuck and a healthy job was killed."""
+    done = subprocess.run([sys.executable, "-c", COUNT_CODE], capture_output=True, text=True,
+                          timeout=60, cwd=REPO,
+                          env=child_env({watchdog.JOB_DIR_VARIABLE: str(tmp_path)}))
+    assert done.stdout.strip() == '{"0,1": 5}', done.stderr
 
 
 def _demux(tmp_path, lines):
@@ -121,3 +175,23 @@ def test_mpis_messages_are_shown_at_the_end_when_no_rank_explains(tmp_path):
     demux.release_mpi_messages(show=True)
     assert "invalid value was given" in err.getvalue() and "*** An error" in err.getvalue()
     demux.join()
+
+
+@needs_mpi
+def test_the_programs_own_dashes_are_shown_and_a_successful_job_shows_mpis_warnings(tmp_path):
+    """The review's case: a stderr rule of 30 dashes held back every later line, and a job
+    that succeeded (exit records only) dropped them."""
+    script = tmp_path / "dashes.py"
+    script.write_text("import sys\n"
+                      "print('before', file=sys.stderr)\n"
+                      "print('-' * 30, file=sys.stderr)\n"
+                      "print('epoch 1 loss 0.5', file=sys.stderr)\n"
+                      "print('-' * 74, file=sys.stderr)\n"        # as long as MPI's rule
+                      "print('a block that looks like MPI', file=sys.stderr)\n"
+                      "print('-' * 74, file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-m", "minitorch_dist.run", "-n", "1", "--timeout",
+                           "60", str(script)], capture_output=True, text=True, timeout=90,
+                          cwd=REPO, env=child_env())
+    assert done.returncode == 0, done.stderr
+    for line in ("before", "-" * 30, "epoch 1 loss 0.5", "a block that looks like MPI"):
+        assert line in done.stderr.splitlines(), done.stderr

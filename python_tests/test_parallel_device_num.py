@@ -40,10 +40,13 @@ def test_in_one_process_a_device_num_of_2_is_refused_at_once():
     was_initialized = communication.GlobalComm.INITED
     communication.init()
     try:
+        before = ms.get_context("save_graphs")
         with pytest.raises(ValueError, match="device_num=2, but the job has 1 rank"):
-            ms.set_auto_parallel_context(parallel_mode="data_parallel", device_num=2)
+            ms.set_auto_parallel_context(parallel_mode="data_parallel", device_num=2,
+                                         save_graphs=not before)
         assert ms.get_auto_parallel_context("device_num") is None
         assert ms.get_auto_parallel_context("parallel_mode") == "stand_alone"
+        assert ms.get_context("save_graphs") == before     # nothing changed
         ms.set_auto_parallel_context(device_num=1)
     finally:
         if not was_initialized:

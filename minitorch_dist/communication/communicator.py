@@ -87,6 +87,9 @@ class Communicator(abc.ABC):
         """Number this collective, check its signature against the other ranks' and mark
         this rank as waiting in it (for the early-exit watchdog)."""
         self._call_seq = getattr(self, "_call_seq", 0) + 1
+        box = getattr(self, "_seq_box", None)      # the watchdog's copy (watchdog.watch)
+        if box is not None:
+            box[0] = self._call_seq
         if not hasattr(self, "_checked_kinds"):
             self._checked_kinds, self._debug_level = set(), desync.debug_level()
         self._pending = (op, self._call_seq, time.monotonic())

@@ -18,7 +18,8 @@ Like ``python -m mpi4py`` (which it replaces in the launcher) it runs the progra
   checks every second that the launcher's process still exists (ranks on the launcher's
   machine; the others end with their daemon, which loses the launcher's);
 * in a multi-machine job with ``--iface``, the bind shim keeps MPI's listeners on the named
-  networks (``job_network``): the rank initialises MPI first, then releases the shim, so the
+  networks (``job_network``): the rank initialises MPI first (with mpi4py's defaults: a
+  program's own ``mpi4py.rc`` settings come too late there), then releases the shim, so the
   user's own sockets bind where the user says.
 
 Without a job directory (started by hand) it prints the traceback like Python does.
@@ -113,10 +114,10 @@ def main(argv=None):
     launcher = local_launcher_pid(os.environ.get(LAUNCHER_PID_VARIABLE))
     if launcher is not None:
         _watch_launcher(launcher)
-    if os.environ.get(MODE_VARIABLE, "").startswith("net:"):
-        from mpi4py import MPI      # noqa: F401  (MPI_Init opens its listeners under the shim)
-        release_environment(os.environ)
     try:
+        if os.environ.get(MODE_VARIABLE, "").startswith("net:"):
+            from mpi4py import MPI  # noqa: F401  (MPI_Init opens its listeners under the shim)
+            release_environment(os.environ)
         run_program(argv)
     except SystemExit as exc:
         code = _exit_code(exc.code)

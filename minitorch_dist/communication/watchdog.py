@@ -42,6 +42,7 @@ RELAY_WAIT_SECONDS = 1.0
 RECORD_PREFIX = "minitorch_dist: record "
 _RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK")
 _watched = weakref.WeakSet()
+_counters = []        # (comm key, [calls]): a communicator's count outlives the object
 _state = {"thread": None, "step": None, "exited": False, "relayed_wait": None}
 _lock = threading.Lock()
 
@@ -87,7 +88,13 @@ def watch(comm):
     if not launched() or comm.size <= 1:
         return
     with _lock:
+        if comm in _watched:
+            return
         _watched.add(comm)
+        # Communicator._enter keeps the box current; the box stays here after release()
+        # drops the communicator, so an exit record still counts its calls
+        comm._seq_box = box = [getattr(comm, "_call_seq", 0)]
+        _counters.append((comm_key(comm), box))
         if _state["thread"] is None:
             thread = threading.Thread(target=_loop, name="minitorch_dist-watchdog", daemon=True)
             _state["thread"] = thread
@@ -127,11 +134,11 @@ def record_exit(code=0):
 
 def _totals():
     """Collective calls made so far per communicator key (objects wrapping the same MPI
-    communicator share one sequence of collectives, so their counts add up)."""
+    communicator share one sequence of collectives, so their counts add up), including
+    communicators released since."""
     totals = {}
-    for comm in list(_watched):
-        key = comm_key(comm)
-        totals[key] = totals.get(key, 0) + comm._call_seq
+    for key, box in list(_counters):
+        totals[key] = totals.get(key, 0) + box[0]
     return totals
 
 
@@ -203,13 +210,19 @@ def stuck_reason(comm, pending, exits, me):
 
 
 def _relay_wait(busy, me):
-    """Relay mode: announce a collective this rank has waited in for a while (once each)."""
+    """Relay mode: announce a collective this rank has waited in for a while (once each),
+    and withdraw it (``"open": false``) once it has completed."""
+    announced = _state["relayed_wait"]
+    current = {(comm_key(comm), pending[1]) for comm, pending in busy}
+    if announced is not None and announced not in current:
+        _state["relayed_wait"] = None
+        _write(f"wait.{me}.json", {"rank": me, "open": False, "time": time.time()})
     for comm, pending in busy:
         marker = (comm_key(comm), pending[1])
         if time.monotonic() - pending[2] >= RELAY_WAIT_SECONDS \
                 and _state["relayed_wait"] != marker:
             _state["relayed_wait"] = marker
-            _write(f"wait.{me}.json", wait_record(comm, pending, me))
+            _write(f"wait.{me}.json", dict(wait_record(comm, pending, me), open=True))
             return
 
 
@@ -220,11 +233,11 @@ def _loop():
         if _state["exited"]:
             continue
         busy = [(c, c._pending) for c in list(_watched) if c._pending is not None]
-        if not busy:
-            continue
         folder = job_dir()
         if folder is None:
             _relay_wait(busy, me)
+            continue
+        if not busy:
             continue
         try:
             exits = read_records(folder, "exit")

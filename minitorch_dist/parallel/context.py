@@ -120,13 +120,16 @@ def _check(key, value):
 def set_auto_parallel_context(**kwargs):
     """Set parallel options: ``parallel_mode``, ``gradients_mean``, ``device_num``,
     ``pipeline_stages``, ``search_mode``, ``dataset_strategy``, ``full_batch``, …"""
+    for key, value in kwargs.items():
+        if key != "save_graphs":
+            _check(key, value)
+    if "device_num" in kwargs or "global_rank" in kwargs:
+        _check_against_job(kwargs)        # before anything changes: a refusal changes nothing
     if "save_graphs" in kwargs:
         # Seed 004 passes save_graphs here; it is an execution-context option (set_context).
         from ..context import set_context
         kwargs = dict(kwargs)
         set_context(save_graphs=kwargs.pop("save_graphs"))
-    for key, value in kwargs.items():
-        _check(key, value)
     if kwargs.get("enable_parallel_optimizer") and not _context["enable_parallel_optimizer"]:
         logger.warning("enable_parallel_optimizer=True is accepted: optimizer states are not "
                        "sharded here, so each rank keeps whole ones; results are the same, only "
@@ -135,37 +138,32 @@ def set_auto_parallel_context(**kwargs):
         kwargs = dict(kwargs, pipeline_config=_check_pipeline_config(kwargs["pipeline_config"]))
     if "all_reduce_fusion_config" in kwargs:
         kwargs = dict(kwargs, all_reduce_fusion_config=tuple(kwargs["all_reduce_fusion_config"]))
-    previous = dict(_context)
     _context.update(kwargs)
-    if "device_num" in kwargs or "global_rank" in kwargs:
-        try:
-            _check_against_job()
-        except ValueError:
-            _context.clear()
-            _context.update(previous)     # a refused value changes nothing
-            raise
 
 
-def check_job_size(size, rank, what="set_auto_parallel_context"):
-    """Refuse ``device_num``/``global_rank`` values that contradict the job (``size`` ranks,
-    this one ``rank``): MindSpore sizes its parallel plan and its gradient mean by
-    ``device_num``, so a mismatch would silently give another plan or another mean."""
-    device_num = get_auto_parallel_context("device_num")
+def check_job_size(size, rank, what="set_auto_parallel_context", values=None):
+    """Refuse ``device_num``/``global_rank`` values (the context's, or ``values`` about to be
+    set) that contradict the job (``size`` ranks, this one ``rank``): MindSpore sizes its
+    parallel plan and its gradient mean by ``device_num``, so a mismatch would silently give
+    another plan or another mean."""
+    values = values or {}
+    device_num = values.get("device_num", get_auto_parallel_context("device_num"))
     if device_num is not None and device_num != size:
         raise ValueError(f"{what}: device_num={device_num}, but the job has {size} rank(s); set "
                          f"device_num={size} (communication.get_group_size()) or leave it unset")
-    global_rank = get_auto_parallel_context("global_rank")
+    global_rank = values.get("global_rank", get_auto_parallel_context("global_rank"))
     if global_rank is not None and global_rank != rank:
         raise ValueError(f"{what}: global_rank={global_rank}, but this process is rank {rank} "
                          f"of the job; leave global_rank unset (the rank comes from the launcher)")
 
 
-def _check_against_job():
-    """``check_job_size`` against the initialized world, if there is one yet (otherwise the
-    parallel run checks when it starts)."""
+def _check_against_job(values):
+    """``check_job_size`` of ``values`` against the initialized world, if there is one yet
+    (otherwise the parallel run checks when it starts)."""
     from .. import communication
     if communication.GlobalComm.INITED:
-        check_job_size(communication.get_group_size(), communication.get_rank())
+        check_job_size(communication.get_group_size(), communication.get_rank(),
+                       values=values)
 
 
 def get_auto_parallel_context(key):

@@ -185,7 +185,7 @@ class DistOpt:
                              f"{dist_option!r}")
         _check_positive_int("threshold", threshold)
         sparse = option.startswith("sparse")
-        _check_option_arguments(option, sparse, spars, topK, corr, clipping)
+        _check_option_arguments(option, sparse, spars, topK, corr, clipping, clip_Value)
         if sparse:
             if topK is not None and bool(topK) != (option == "sparseTopK"):
                 raise ValueError(f"DistOpt.step: topK={topK!r} contradicts dist_option={option!r}")
@@ -362,13 +362,18 @@ class DistOpt:
 
 # ---- construction helpers -------------------------------------------------------------------
 
-def _check_option_arguments(option, sparse, spars, topK, corr, clipping):
+def _check_option_arguments(option, sparse, spars, topK, corr, clipping, clip_Value=100):
     """Refuse arguments that ``option`` would ignore: ``spars``/``topK``/``corr`` act only in
-    the sparse options, ``clipping`` only in fp16 (SINGA's signatures say the same)."""
+    the sparse options, ``clipping`` only in fp16 and ``clip_Value`` only with clipping
+    (SINGA's signatures say the same). SINGA's own defaults (topK=False) pass."""
+    if clip_Value != 100 and not (clipping and option == "fp16"):
+        raise ValueError(f"DistOpt.step: clip_Value={clip_Value!r} only applies with "
+                         f"clipping=True and 'fp16', not to {option!r} with clipping={clipping!r}")
     if not sparse:
         given = [f"{name}={value!r}" for name, value, default in
                  (("spars", spars, None), ("topK", topK, None), ("corr", corr, True))
-                 if value is not default and value != default]
+                 if value is not default and value != default
+                 and not (name == "topK" and value is False)]
         if given:
             raise ValueError(f"DistOpt.step: {', '.join(given)} only apply to the sparse options "
                              f"('sparseTopK', 'sparseThreshold'), not to {option!r}")

@@ -59,6 +59,15 @@ def integrated_entries(entries):
     from ...backend import get_device
     from ...tensor import Tensor
     from ..comm_ops import communicator_for
+    sliced = [(name, value) for name, value in entries
+              if getattr(value, "sharding_layout", None) is not None
+              and getattr(value, "sharding_comm", None) is not None]
+    for name, value in sliced:        # every check before the first collective
+        layout, comm = value.sharding_layout, value.sharding_comm
+        if comm.size != layout.num_devices or comm.rank != value.sharding_rank:
+            raise ValueError(f"save_checkpoint: {name!r} is sliced over {layout.num_devices} "
+                             f"ranks, but its group has {comm.size} (rank {comm.rank}, slice of "
+                             f"rank {value.sharding_rank}); save with integrated_save=False")
     out = []
     for name, value in entries:
         layout = getattr(value, "sharding_layout", None)
@@ -66,10 +75,6 @@ def integrated_entries(entries):
         if layout is None or comm is None:
             out.append((name, value))
             continue
-        if comm.size != layout.num_devices or comm.rank != value.sharding_rank:
-            raise ValueError(f"save_checkpoint: {name!r} is sliced over {layout.num_devices} "
-                             f"ranks, but its group has {comm.size} (rank {comm.rank}, slice of "
-                             f"rank {value.sharding_rank}); save with integrated_save=False")
         local = np.ascontiguousarray(value.asnumpy())
         data, counts = communicator_for(comm, get_device("CPU")).allgatherv(local.reshape(-1))
         pieces = np.split(data, np.cumsum(counts)[:-1])
