@@ -409,3 +409,25 @@ def test_training_over_two_machines_equals_one_process(machines, tmp_path, scrip
     out, err = _finish(launcher, timeout=240)
     assert launcher.returncode == 0, err
     assert all(line in out for line in expected), out
+
+
+@linux_only
+@pytest.mark.timeout(120)
+def test_the_shim_warns_when_the_network_holds_several_addresses(machines):
+    """One listener takes one address; Open MPI advertises them all, so a peer could pick
+    one nobody listens on: the machine says so."""
+    shim = _shim_or_skip()
+    extra = f"{CLUSTER}11/24"
+    subprocess.run(["ip", "-n", machines["a"], "addr", "add", extra, "dev", "clu0"],
+                   check=True, capture_output=True, timeout=30)
+    try:
+        done = subprocess.run(["ip", "netns", "exec", machines["a"], sys.executable, "-c",
+                               BIND_RELEASE_CODE], capture_output=True, text=True, timeout=60,
+                              env=dict(os.environ, LD_PRELOAD=shim,
+                                       MINITORCH_DIST_BIND="net:clu0"))
+    finally:
+        subprocess.run(["ip", "-n", machines["a"], "addr", "del", extra, "dev", "clu0"],
+                       capture_output=True, timeout=30)
+    assert done.stdout.split() == [f"{CLUSTER}1", "0.0.0.0"], done.stderr
+    assert done.stderr.count("minitorch_dist: warning: --iface clu0 matches more than one "
+                             "IPv4 address") == 1

@@ -195,3 +195,15 @@ def test_the_programs_own_dashes_are_shown_and_a_successful_job_shows_mpis_warni
     assert done.returncode == 0, done.stderr
     for line in ("before", "-" * 30, "epoch 1 loss 0.5", "a block that looks like MPI"):
         assert line in done.stderr.splitlines(), done.stderr
+
+
+def test_a_daemons_warning_is_shown_as_it_comes(tmp_path):
+    """Untagged output (the daemons', ssh's) goes to mpiexec.log; our own warnings (a
+    machine without a compiler for the shim) also reach the console."""
+    lines = [b"minitorch_dist: warning: the Open MPI daemon on nodeB will listen on every "
+             b"network interface\n",
+             b"some prted chatter\n"]
+    demux, err = _demux(tmp_path, lines)
+    assert err.getvalue() == lines[0].decode()
+    demux.join()
+    assert (tmp_path / "mpiexec.log").read_bytes() == b"".join(lines)
