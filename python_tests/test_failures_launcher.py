@@ -285,8 +285,13 @@ def test_watchdog_only_flags_collectives_the_leaver_never_joined():
         def __init__(self, seq):
             self._call_seq = seq
     a, b = Fake(3), Fake(2)              # two wrappers of COMM_WORLD: 5 calls in all
-    watchdog._watched.add(a)
-    watchdog._watched.add(b)
+    counted = []
+
+    def count(comm):                     # what watchdog.watch records of a communicator
+        counted.append((watchdog.comm_key(comm), [comm._call_seq]))
+        watchdog._counters.append(counted[-1])
+    count(a)
+    count(b)
     try:
         joined = {1: {"rank": 1, "code": 0, "collectives": {"world": 5}, "step": None}}
         assert watchdog.stuck_reason(a, ("allreduce", 3, 0.0), joined, 0) is None
@@ -296,12 +301,11 @@ def test_watchdog_only_flags_collectives_the_leaver_never_joined():
                                  "collective calls, while rank 0 waits in allreduce #3")
         sub = Fake(1)
         sub.world_ranks = (0, 2)         # a group without rank 1 is not affected
-        watchdog._watched.add(sub)
+        count(sub)
         assert watchdog.stuck_reason(sub, ("barrier", 1, 0.0), left, 0) is None
     finally:
-        for comm in list(watchdog._watched):
-            if isinstance(comm, Fake):
-                watchdog._watched.discard(comm)
+        for entry in counted:
+            watchdog._counters.remove(entry)
 
 
 @needs_mpi
