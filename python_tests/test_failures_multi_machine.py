@@ -125,6 +125,34 @@ def test_net_mode_falls_back_to_loopback_and_ends_when_released():
     assert _binds_under(_shim_or_skip(), "net:nosuch0") == ["127.0.0.1", "0.0.0.0"]
 
 
+RC_CODE = """\
+import os, socket
+import mpi4py
+mpi4py.rc.thread_level = "serialized"       # the program's own setting, made before MPI
+from mpi4py import MPI
+s = socket.socket()
+s.bind(("0.0.0.0", 0))
+print(MPI.Query_thread() == MPI.THREAD_SERIALIZED, os.environ.get("MINITORCH_DIST_BIND"),
+      os.environ.get("LD_PRELOAD"), s.getsockname()[0])
+"""
+
+
+@linux_only
+@needs_mpi
+def test_a_rank_releases_the_shim_after_the_programs_own_mpi_init(tmp_path):
+    """The rank runner hooks the import of mpi4py.MPI instead of initialising MPI itself:
+    the program's mpi4py.rc settings count, and its own sockets bind where it says."""
+    shim = _shim_or_skip()
+    script = tmp_path / "rc.py"
+    script.write_text(RC_CODE)
+    env = child_env({"LD_PRELOAD": f"{shim} libm.so.6", "MINITORCH_DIST_BIND": "net:nosuch0",
+                     "MINITORCH_DIST_SAVED_LD_PRELOAD": "libm.so.6"})
+    done = subprocess.run([sys.executable, "-m", "minitorch_dist.communication.rank_runner",
+                           str(script)], capture_output=True, text=True, timeout=60, cwd=REPO,
+                          env=env)
+    assert done.stdout.split() == ["True", "None", "libm.so.6", "0.0.0.0"], done.stderr
+
+
 def _an_interface_address():
     """``(interface, IPv4 address)`` of this machine other than loopback, or None."""
     if shutil.which("ip") is None:

@@ -18,9 +18,8 @@ Like ``python -m mpi4py`` (which it replaces in the launcher) it runs the progra
   checks every second that the launcher's process still exists (ranks on the launcher's
   machine; the others end with their daemon, which loses the launcher's);
 * in a multi-machine job with ``--iface``, the bind shim keeps MPI's listeners on the named
-  networks (``job_network``): the rank initialises MPI first (with mpi4py's defaults: a
-  program's own ``mpi4py.rc`` settings come too late there), then releases the shim, so the
-  user's own sockets bind where the user says.
+  networks (``job_network``), and is released right after ``MPI_Init`` (``shim_release``),
+  so the user's own sockets bind where the user says.
 
 Without a job directory (started by hand) it prints the traceback like Python does.
 """
@@ -32,7 +31,8 @@ import time
 import traceback
 
 from . import watchdog
-from ..job_bind_shim import MODE_VARIABLE, release_environment
+from ..job_bind_shim import MODE_VARIABLE
+from .shim_release import release_after_mpi_init
 from ..job_teardown import LAUNCHER_PID_VARIABLE, local_launcher_pid
 
 __all__ = ["main", "run_program", "LAUNCHER_PID_VARIABLE"]
@@ -116,8 +116,7 @@ def main(argv=None):
         _watch_launcher(launcher)
     try:
         if os.environ.get(MODE_VARIABLE, "").startswith("net:"):
-            from mpi4py import MPI  # noqa: F401  (MPI_Init opens its listeners under the shim)
-            release_environment(os.environ)
+            release_after_mpi_init()     # MPI_Init opens its listeners under the shim
         run_program(argv)
     except SystemExit as exc:
         code = _exit_code(exc.code)
