@@ -14,10 +14,8 @@ would have. It judges when a relayed record arrives and, while a wait is open, t
 second (an exit record may come as a file from a rank that sees the job directory).
 """
 import json
-import os
 import re
 import threading
-import time
 
 from .communication import watchdog
 
@@ -84,10 +82,9 @@ class RecordRelay:
             if reason is None:
                 return
             self.stopped = True
-            failure = {"rank": wait["rank"], "kind": "early_exit", "summary": reason,
-                       "traceback": reason, "fold": reason.split(", while rank")[0],
-                       "step": wait.get("step"), "time": time.time()}
-            watchdog.write_record(self.job_dir, f"failure.{wait['rank']}.json", failure)
+            watchdog.write_record(self.job_dir, f"failure.{wait['rank']}.json",
+                                  watchdog.early_exit_record(reason, wait["rank"],
+                                                             wait.get("step")))
         self.stop()
 
     def _stuck(self):

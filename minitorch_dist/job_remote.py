@@ -33,14 +33,15 @@ import sys
 
 from .job_bind_shim import MODE_VARIABLE, bind_shim, preload_environment, release_environment
 
-__all__ = ["AGENT_VARIABLE", "AGENT_SETTINGS", "ARGS_SETTINGS", "user_agent", "agent_setting", "wrap_command", "main"]
+__all__ = ["AGENT_VARIABLE", "AGENT_SETTINGS", "ARGS_SETTINGS", "user_agent", "agent_setting",
+           "wrap_command", "main"]
 
 AGENT_VARIABLE = "MINITORCH_DIST_SSH_AGENT"
 # PRRTE's names first; Open MPI 4's (``rsh``) are still read by users' scripts
 AGENT_SETTINGS = ("PRTE_MCA_plm_ssh_agent", "OMPI_MCA_plm_ssh_agent", "PRTE_MCA_plm_rsh_agent",
-                   "OMPI_MCA_plm_rsh_agent")
+                  "OMPI_MCA_plm_rsh_agent")
 ARGS_SETTINGS = ("PRTE_MCA_plm_ssh_args", "OMPI_MCA_plm_ssh_args", "PRTE_MCA_plm_rsh_args",
-                  "OMPI_MCA_plm_rsh_args")
+                 "OMPI_MCA_plm_rsh_args")
 _USAGE = ("usage: python -m minitorch_dist.job_remote agent HOST COMMAND...\n"
           "       python -m minitorch_dist.job_remote daemon NETS AGENT COMMAND")
 

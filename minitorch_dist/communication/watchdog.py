@@ -34,7 +34,7 @@ import weakref
 __all__ = ["JOB_DIR_VARIABLE", "RECORD_PREFIX", "job_dir", "launched", "world_rank", "set_step",
            "current_step", "watch", "record_exit", "record_failure", "comm_key",
            "stuck_reason", "stuck_reason_for", "wait_record", "write_record", "read_records",
-           "POLL_SECONDS"]
+           "early_exit_record", "POLL_SECONDS"]
 
 JOB_DIR_VARIABLE = "MINITORCH_DIST_JOB_DIR"
 POLL_SECONDS = 0.5
@@ -249,8 +249,16 @@ def _loop():
                 _abort(reason)
 
 
+def early_exit_record(reason, rank, step):
+    """The failure record of rank ``rank``, stuck in a collective for ``reason``
+    (``stuck_reason_for``); the report groups such failures by the rank that left."""
+    return {"rank": int(rank), "kind": "early_exit", "summary": reason, "traceback": reason,
+            "fold": reason.split(", while rank")[0], "step": step, "time": time.time()}
+
+
 def _abort(reason):
-    record_failure(message=reason, kind="early_exit", fold=reason.split(", while rank")[0])
+    me = world_rank()
+    _write(f"failure.{me}.json", early_exit_record(reason, me, _state["step"]))
     print(f"minitorch_dist: {reason}", file=sys.stderr, flush=True)
     try:
         from .mpi import import_mpi

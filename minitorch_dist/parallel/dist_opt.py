@@ -372,8 +372,7 @@ def _check_option_arguments(option, sparse, spars, topK, corr, clipping, clip_Va
     if not sparse:
         given = [f"{name}={value!r}" for name, value, default in
                  (("spars", spars, None), ("topK", topK, None), ("corr", corr, True))
-                 if value is not default and value != default
-                 and not (name == "topK" and value is False)]
+                 if value != default and not (name == "topK" and value is False)]
         if given:
             raise ValueError(f"DistOpt.step: {', '.join(given)} only apply to the sparse options "
                              f"('sparseTopK', 'sparseThreshold'), not to {option!r}")

@@ -7,8 +7,9 @@ on the placeholder inputs, only to create the layers' parameters from their shap
 then attaches the optimizer given to ``set_optimizer`` to those parameters (for a
 ``DistOpt`` that is the collective step that checks the replicas and copies rank 0's
 values to every rank). Execution is always eager: ``use_graph`` and ``sequential`` are
-recorded (graph mode with a one-time warning saying so) and change nothing, except that per-call arguments such as ``dist_option`` are
-honoured on every call (SINGA's graph mode freezes them at the first call).
+recorded (graph mode with a one-time warning saying so) and change nothing, except that
+per-call arguments such as ``dist_option`` are honoured on every call (SINGA's graph mode
+freezes them at the first call).
 
 >>> import numpy as np
 >>> from minitorch_dist.singa import layer, model, opt, tensor

@@ -52,35 +52,38 @@ def layout_entries(entries):
             for name, value in entries if getattr(value, "sharding_layout", None) is not None]
 
 
+def _gathered(value):
+    """A sliced ``value``'s whole tensor, gathered over its ``sharding_comm``."""
+    from ...backend import get_device
+    from ...tensor import Tensor
+    from ..comm_ops import communicator_for
+    layout = value.sharding_layout
+    local = np.ascontiguousarray(value.asnumpy())
+    data, counts = communicator_for(value.sharding_comm, get_device("CPU")).allgatherv(
+        local.reshape(-1))
+    pieces = np.split(data, np.cumsum(counts)[:-1])
+    blocks = [piece.reshape(layout.local_shape(r)) for r, piece in enumerate(pieces)]
+    return Tensor(assemble_array(blocks, layout).astype(local.dtype, copy=False))
+
+
+def _sliced(value):
+    return (getattr(value, "sharding_layout", None) is not None
+            and getattr(value, "sharding_comm", None) is not None)
+
+
 def integrated_entries(entries):
     """``(name, value)`` entries with each sliced value replaced by the whole tensor,
     gathered over its ``sharding_comm`` in entry order (the same on every rank: the same
     network). The copies held by several ranks are checked to agree."""
-    from ...backend import get_device
-    from ...tensor import Tensor
-    from ..comm_ops import communicator_for
-    sliced = [(name, value) for name, value in entries
-              if getattr(value, "sharding_layout", None) is not None
-              and getattr(value, "sharding_comm", None) is not None]
-    for name, value in sliced:        # every check before the first collective
+    for name, value in entries:        # every check before the first collective
+        if not _sliced(value):
+            continue
         layout, comm = value.sharding_layout, value.sharding_comm
         if comm.size != layout.num_devices or comm.rank != value.sharding_rank:
             raise ValueError(f"save_checkpoint: {name!r} is sliced over {layout.num_devices} "
                              f"ranks, but its group has {comm.size} (rank {comm.rank}, slice of "
                              f"rank {value.sharding_rank}); save with integrated_save=False")
-    out = []
-    for name, value in entries:
-        layout = getattr(value, "sharding_layout", None)
-        comm = getattr(value, "sharding_comm", None)
-        if layout is None or comm is None:
-            out.append((name, value))
-            continue
-        local = np.ascontiguousarray(value.asnumpy())
-        data, counts = communicator_for(comm, get_device("CPU")).allgatherv(local.reshape(-1))
-        pieces = np.split(data, np.cumsum(counts)[:-1])
-        blocks = [piece.reshape(layout.local_shape(r)) for r, piece in enumerate(pieces)]
-        out.append((name, Tensor(assemble_array(blocks, layout).astype(local.dtype, copy=False))))
-    return out
+    return [(name, _gathered(value) if _sliced(value) else value) for name, value in entries]
 
 
 def local_value(param, value):
