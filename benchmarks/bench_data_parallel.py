@@ -46,7 +46,7 @@ def nonblocking_with_progress():
     from mpi4py import MPI
     from minitorch_dist.communication.communicator import Request
     from minitorch_dist.communication.mpi import MPICommunicator
-    from minitorch_dist.parallel import bucket_fill
+    from minitorch_dist.parallel.data_parallel import bucket_fill
     live = []
 
     def iallreduce(self, array, op, out):

@@ -152,8 +152,8 @@ def comm_job(args, comm, rank):
     """
     from mpi4py import MPI
     ms, nn, DistOpt, CNN = _model_parts()
-    from minitorch_dist.parallel.bucket_fill import BucketFill
-    from minitorch_dist.parallel.dist_opt import DEFAULT_THRESHOLD
+    from minitorch_dist.parallel.data_parallel.bucket_fill import BucketFill
+    from minitorch_dist.parallel.data_parallel.dist_opt import DEFAULT_THRESHOLD
     ms.set_seed(0)
     params = CNN().trainable_params()
     dist = DistOpt(NoUpdate(params))

@@ -12,8 +12,9 @@ import pytest
 import minitorch_dist as ms
 from minitorch_dist import nn
 from minitorch_dist.communication import run_ranks
-from minitorch_dist.parallel import DistOpt, buckets, dist_opt
-from minitorch_dist.parallel.bucket_fill import BucketFill
+from minitorch_dist.parallel import DistOpt
+from minitorch_dist.parallel.data_parallel import buckets, dist_opt
+from minitorch_dist.parallel.data_parallel.bucket_fill import BucketFill
 
 # three layers; with BUFF and THRESHOLD: W1 (30 > a 16-float bucket) alone, b1 + W2 fused,
 # W3 (32 >= threshold) alone, b3 fills a bucket by itself

@@ -1,11 +1,11 @@
-"""Gradient fusion (``minitorch_dist.parallel.buckets``): plans, packing, fp16 casts, fused
+"""Gradient fusion (``minitorch_dist.parallel.data_parallel.buckets``): plans, packing, fp16 casts, fused
 allreduce and broadcast over an in-process communicator."""
 import numpy as np
 import pytest
 
 import minitorch_dist as ms
 from minitorch_dist.communication import run_ranks
-from minitorch_dist.parallel.buckets import (Bucket, BucketedAllreduce, cast_from_half,
+from minitorch_dist.parallel.data_parallel.buckets import (Bucket, BucketedAllreduce, cast_from_half,
                                              cast_to_half, fused_broadcast, launch_allreduce,
                                              pack, plan_buckets, unpack)
 

@@ -1,4 +1,4 @@
-"""The differentiable collectives (``parallel/comm_ops.py``): forward against NumPy, backward
+"""The differentiable collectives (``parallel/comm/collectives.py``): forward against NumPy, backward
 against closed forms, central differences of the total loss and the adjoint identity, on
 ranks as threads (``run_ranks``) and on real MPI ranks.
 
@@ -16,8 +16,8 @@ from minitorch_dist import communication as C
 from minitorch_dist import nn
 from minitorch_dist.backend.device import Device
 from minitorch_dist.communication import Communicator, LocalCommunicator, run_ranks
-from minitorch_dist.parallel import comm_ops
-from minitorch_dist.parallel.comm_ops import (AllGather, AllReduce, AllToAll, Broadcast,
+from minitorch_dist.parallel.comm import collectives as comm_ops
+from minitorch_dist.parallel.comm.collectives import (AllGather, AllReduce, AllToAll, Broadcast,
                                               ReduceScatter)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi_scripts"))

@@ -7,7 +7,7 @@ import minitorch_dist as ms
 from minitorch_dist import nn
 from minitorch_dist.communication import Communicator, Request, run_ranks
 from minitorch_dist.parallel import DistOpt, DynamicLossScale
-from minitorch_dist.parallel.partial_update import PartialUpdateSchedule
+from minitorch_dist.parallel.data_parallel.partial_update import PartialUpdateSchedule
 
 # 30 elements (> a 16-float bucket: alone), 5 and 6 (fused together), 40 (>= threshold: alone)
 SHAPES = [(6, 5), (5,), (40,), (3, 2)]

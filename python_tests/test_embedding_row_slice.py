@@ -19,9 +19,9 @@ import minitorch_dist as ms
 from minitorch_dist import nn, ops
 from minitorch_dist.communication import LocalCommunicator, run_ranks
 from minitorch_dist.parallel import DistributedGradReducer
-from minitorch_dist.parallel.embedding_checkpoint import (merge_row_sliced_checkpoints,
+from minitorch_dist.parallel.embedding.checkpoint import (merge_row_sliced_checkpoints,
                                                           row_sliced_names)
-from minitorch_dist.parallel.embedding_slice import RowSliceLookup, row_slice
+from minitorch_dist.parallel.embedding.row_slice import RowSliceLookup, row_slice
 from minitorch_dist.row_tensor import RowTensor
 
 V, D, F = 11, 3, 2          # 11 rows: uneven over 2 and 4 ranks

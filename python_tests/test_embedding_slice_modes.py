@@ -161,7 +161,7 @@ def test_field_slice_refuses_what_it_cannot_do():
 def test_column_and_field_slice_outside_semi_auto_keep_the_table_whole(caplog):
     """MindSpore applies these slice modes only under semi/auto parallel; elsewhere the
     table stays whole on every rank, with a one-time note (not an error, not silent)."""
-    from minitorch_dist.parallel import embedding_slice
+    from minitorch_dist.parallel.embedding import row_slice as embedding_slice
     embedding_slice._noted_modes.clear()
 
     def rank(comm):

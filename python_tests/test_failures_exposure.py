@@ -15,7 +15,8 @@ import time
 import pytest
 
 from listening_sockets import is_loopback, listeners, proc_address
-from minitorch_dist import job_bind_shim, job_network, run
+from minitorch_dist.launch import launcher as run
+from minitorch_dist.launch import bind_shim as job_bind_shim, network as job_network
 from mpi_jobs import REPO, child_env, needs_mpi
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),

@@ -10,7 +10,7 @@ import minitorch_dist as ms
 from minitorch_dist import nn
 from minitorch_dist.communication import run_ranks
 from minitorch_dist.parallel import DistOpt
-from minitorch_dist.parallel.loss_scale import DynamicLossScale, LossScaleFloorWarning
+from minitorch_dist.parallel.data_parallel.loss_scale import DynamicLossScale, LossScaleFloorWarning
 
 
 def _step(comm, value, **options):

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from minitorch_dist import run
-from minitorch_dist.communication import report
+from minitorch_dist.launch import launcher as run
+from minitorch_dist.launch import report
 from mpi_jobs import REPO, SCRIPTS, child_env, needs_mpi
 
 SLEEP = os.path.join(SCRIPTS, "fail_sleep.py")
@@ -163,7 +163,7 @@ def test_report_without_records_shows_what_mpiexec_said():
 
 def test_report_keeps_our_own_reason_above_a_long_mpi_banner():
     """The launch agent's one-line reason came before PRRTE's 20-line banner and was cut."""
-    said = ("minitorch_dist.job_remote: no launch agent found on PATH among 'myssh'\n"
+    said = ("minitorch_dist.launch.remote: no launch agent found on PATH among 'myssh'\n"
             + "".join(f"banner line {i}\n" for i in range(20)))
     text = report.format_report([], 1, "/logs", said)
     assert "no launch agent found" in text and "banner line 19" in text
@@ -277,7 +277,7 @@ def test_a_timeout_names_the_ranks_that_had_left():
 
 
 def test_watchdog_only_flags_collectives_the_leaver_never_joined():
-    from minitorch_dist.communication import watchdog
+    from minitorch_dist.launch import watchdog
 
     class Fake:
         world_ranks, size = None, 2

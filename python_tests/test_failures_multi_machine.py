@@ -18,7 +18,8 @@ import time
 import pytest
 
 from listening_sockets import TABLES, is_loopback, parse_listeners
-from minitorch_dist import job_bind_shim, job_network, job_remote, job_teardown, run
+from minitorch_dist.launch import launcher as run
+from minitorch_dist.launch import bind_shim as job_bind_shim, network as job_network, remote as job_remote, teardown as job_teardown
 from mpi_jobs import REPO, SCRIPTS, child_env, needs_mpi
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -29,7 +30,7 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
 def test_iface_makes_job_remote_the_launch_agent():
     command = run.build_command(2, ["t.py"], "mpiexec", "/py", is_root=False, cores=1,
                                 hosts="a,b", interfaces="10.0.0.0/24")
-    assert command[command.index("plm_ssh_agent") + 1] == "/py -m minitorch_dist.job_remote agent"
+    assert command[command.index("plm_ssh_agent") + 1] == "/py -m minitorch_dist.launch.remote agent"
     plain = run.build_command(2, ["t.py"], "mpiexec", "/py", is_root=False, cores=1, hosts="a,b")
     assert "plm_ssh_agent" not in plain
     with pytest.raises(ValueError, match="without spaces"):
@@ -58,7 +59,7 @@ def test_the_remote_command_is_quoted_for_the_remote_shell():
     command = "PATH=/a:$PATH;export PATH;/bin/prted --x \"y z\""
     wrapped = job_remote.wrap_command(command, "eth0,10.1.0.0/16", "ssh -p 22", python="/py")
     import shlex
-    assert shlex.split(wrapped) == ["/py", "-m", "minitorch_dist.job_remote", "daemon",
+    assert shlex.split(wrapped) == ["/py", "-m", "minitorch_dist.launch.remote", "daemon",
                                     "eth0,10.1.0.0/16", "ssh -p 22", command]
 
 
@@ -147,7 +148,7 @@ def test_a_rank_releases_the_shim_after_the_programs_own_mpi_init(tmp_path):
     script.write_text(RC_CODE)
     env = child_env({"LD_PRELOAD": f"{shim} libm.so.6", "MINITORCH_DIST_BIND": "net:nosuch0",
                      "MINITORCH_DIST_SAVED_LD_PRELOAD": "libm.so.6"})
-    done = subprocess.run([sys.executable, "-m", "minitorch_dist.communication.rank_runner",
+    done = subprocess.run([sys.executable, "-m", "minitorch_dist.launch.rank_runner",
                            str(script)], capture_output=True, text=True, timeout=60, cwd=REPO,
                           env=env)
     assert done.stdout.split() == ["True", "None", "libm.so.6", "0.0.0.0"], done.stderr

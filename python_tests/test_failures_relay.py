@@ -11,9 +11,9 @@ import os
 import subprocess
 import sys
 
-from minitorch_dist.communication import watchdog
-from minitorch_dist.job_output import OutputDemux
-from minitorch_dist.job_relay import RecordRelay, parse_record_line
+from minitorch_dist.launch import watchdog
+from minitorch_dist.launch.output import OutputDemux
+from minitorch_dist.launch.relay import RecordRelay, parse_record_line
 from mpi_jobs import REPO, child_env, needs_mpi
 
 
@@ -27,7 +27,7 @@ def _exit(rank, calls, step=3):
 
 
 def test_a_rank_without_the_job_directory_relays_its_record_on_stderr(tmp_path):
-    code = ("from minitorch_dist.communication import watchdog\n"
+    code = ("from minitorch_dist.launch import watchdog\n"
             "import sys\n"
             "sys.stderr = open('/dev/null', 'w')\n"      # the program's own redirection
             "watchdog.set_step(7)\n"
@@ -108,7 +108,7 @@ def test_an_exit_record_written_as_a_file_is_judged_too(tmp_path):
 
 
 COUNT_CODE = """import gc, json, os
-from minitorch_dist.communication import watchdog
+from minitorch_dist.launch import watchdog
 
 class Comm:                 # what watch() reads of a communicator
     size, world_ranks, _call_seq, _pending = 2, (0, 1), 0, None

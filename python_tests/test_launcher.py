@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from minitorch_dist import run
+from minitorch_dist.launch import launcher as run
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -47,7 +47,7 @@ def test_command_shape_and_python_runner():
     command = run.build_command(4, ["train.py", "--lr", "0.1"], "/x/mpiexec", "/py",
                                 is_root=False, cores=4)
     assert command == ["/x/mpiexec", "--bind-to", "none", "--mca", "btl", "self,sm", "-n", "4",
-                       "/py", "-m", "minitorch_dist.communication.rank_runner",
+                       "/py", "-m", "minitorch_dist.launch.rank_runner",
                        "train.py", "--lr", "0.1"]
     plain = run.build_command(1, ["-c", "pass"], "m", "/py", is_root=False, cores=1,
                               abort_on_error=False)
@@ -165,7 +165,7 @@ def test_dry_run_prints_the_command():
     done = _launcher("--dry-run", "-n", "3", "train.py", "--epochs", "1")
     assert done.returncode == 0
     words = done.stdout.split()
-    assert words[-6:] == [sys.executable, "-m", "minitorch_dist.communication.rank_runner",
+    assert words[-6:] == [sys.executable, "-m", "minitorch_dist.launch.rank_runner",
                           "train.py", "--epochs", "1"]
     assert "--bind-to" in words and ("--oversubscribe" in words) == (3 > (os.cpu_count() or 1))
     assert ("--allow-run-as-root" in words) == (os.geteuid() == 0)

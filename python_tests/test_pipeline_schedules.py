@@ -11,7 +11,7 @@ import pytest
 from minitorch_dist.parallel.pipeline import (
     Action, Schedule, ScheduleError, SCHEDULE_KINDS, add_communication, format_schedule,
     generate_schedule, plot_schedule, simulate, validate_schedule)
-from minitorch_dist.parallel.pipeline.actions import KINDS
+from minitorch_dist.parallel.pipeline.schedule.actions import KINDS
 
 VARIANTS = [("gpipe", 1), ("1f1b", 1), ("forward", 1),
             ("interleaved_1f1b", 1), ("interleaved_1f1b", 2), ("interleaved_1f1b", 3)]

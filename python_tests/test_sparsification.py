@@ -1,4 +1,4 @@
-"""Sparse gradient selection and exchange (``minitorch_dist.parallel.sparsification``)."""
+"""Sparse gradient selection and exchange (``minitorch_dist.parallel.data_parallel.sparsification``)."""
 import math
 
 import numpy as np
@@ -6,8 +6,8 @@ import pytest
 
 import minitorch_dist as ms
 from minitorch_dist.communication import run_ranks
-from minitorch_dist.parallel.buckets import Bucket
-from minitorch_dist.parallel.sparsification import (ErrorFeedback, check_spars, index_dtype,
+from minitorch_dist.parallel.data_parallel.buckets import Bucket
+from minitorch_dist.parallel.data_parallel.sparsification import (ErrorFeedback, check_spars, index_dtype,
                                                     select_threshold, select_topk,
                                                     sparse_allreduce, topk_count)
 

@@ -104,7 +104,7 @@ class MPICommunicator(Communicator):
         self.local_rank, self.local_size = node.Get_rank(), node.Get_size()
         node.Free()
         self.world_ranks = None if self.comm == MPI.COMM_WORLD else _world_ranks(self.comm)
-        from . import watchdog
+        from ..launch import watchdog   # replaced by a registration hook below
         watchdog.watch(self)      # a launched job: end it when a peer leaves early
 
     # ---- reductions -----------------------------------------------------------------

@@ -3,16 +3,16 @@
 the auto-parallel context."""
 from .context import (ParallelMode, set_auto_parallel_context, get_auto_parallel_context,
                       reset_auto_parallel_context)
-from .dist_opt import DistOpt, DIST_OPTIONS
-from .grad_reducer import DistributedGradReducer
-from .loss_scale import DynamicLossScale
+from .data_parallel.dist_opt import DistOpt, DIST_OPTIONS
+from .data_parallel.grad_reducer import DistributedGradReducer
+from .data_parallel.loss_scale import DynamicLossScale
 from . import pipeline
 from .pipeline import (PipelineCell, PipelineGradReducer, pipeline_data_shard,
                        merge_pipeline_checkpoints)
 from . import sharding
 from .sharding.checkpoint import merge_sharded_checkpoints
 from .sharding.sharded_cell import ShardedCell
-from .embedding_checkpoint import merge_row_sliced_checkpoints
+from .embedding.checkpoint import merge_row_sliced_checkpoints
 from . import extension as _extension   # noqa: F401  (plugs the parallel layer into nn and train)
 from . import auto_parallel, nn
 from .auto_parallel import AutoParallel

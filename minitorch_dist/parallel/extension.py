@@ -31,8 +31,8 @@ from ..nn.cell import Cell
 from ..nn.optim.optimizer import Optimizer
 from .context import (ParallelMode, check_job_size, get_auto_parallel_context, is_data_parallel,
                       shards_operators)
-from .embedding_slice import sliced_embedding
-from .grad_reducer import DistributedGradReducer
+from .embedding.row_slice import sliced_embedding
+from .data_parallel.grad_reducer import DistributedGradReducer
 from .pipeline import (PipelineCell, PipelineEvalCell, PipelineGradReducer, replica_batches)
 from .pipeline.membership import stage_parameters
 from .sharding.checkpoint import integrated_entries, layout_entries, local_value

@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 from .. import autograd
-from ..parallel.dist_opt import DistOpt as CoreDistOpt
+from ..parallel.data_parallel.dist_opt import DistOpt as CoreDistOpt
 from ..tensor import Tensor as CoreTensor
 from . import tape as _tape
 from .unsupported import not_supported

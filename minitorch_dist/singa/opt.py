@@ -29,8 +29,8 @@ import numpy as np
 from .. import autograd
 from ..nn.optim.schedules import ExponentialDecayLR, LearningRateSchedule
 from ..nn.optim.sgd import SGD as CoreSGD
-from ..parallel.dist_opt import DistOpt as CoreDistOpt
-from ..parallel.grad_arrays import gradient_array
+from ..parallel.data_parallel.dist_opt import DistOpt as CoreDistOpt
+from ..parallel.data_parallel.grad_arrays import gradient_array
 from ..tensor import Tensor as CoreTensor
 from . import tape as _tape
 from . import tensor as _tensor

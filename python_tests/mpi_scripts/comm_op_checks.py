@@ -9,7 +9,7 @@ Rank r's loss is ``sum(w_r * op(x_r))``; the gradient checked is that of the tot
 import numpy as np
 
 import minitorch_dist as ms
-from minitorch_dist.parallel import comm_ops
+from minitorch_dist.parallel.comm import collectives as comm_ops
 
 SHAPE = (4, 4, 8)          # every axis divisible by group sizes 1, 2 and 4
 CASES = (

@@ -20,7 +20,7 @@ import numpy as np
 
 import minitorch_dist as ms
 from minitorch_dist import communication, nn, ops
-from minitorch_dist.parallel.embedding_checkpoint import (merge_row_sliced_checkpoints,
+from minitorch_dist.parallel.embedding.checkpoint import (merge_row_sliced_checkpoints,
                                                           row_sliced_names)
 
 V, D, F, PER_RANK, STEPS = 11, 4, 3, 4, 4

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 from minitorch_dist import communication as comm
-from minitorch_dist.communication import watchdog
+from minitorch_dist.launch import watchdog
 
 mode = sys.argv[1]
 leaver = int(sys.argv[2]) if len(sys.argv) > 2 else 1

@@ -7,7 +7,7 @@ larger than the device's memory (``MINITORCH_DIST_VIRTUAL_GPU_MEMORY`` on the vi
 therefore still trains: it never occupies the device.
 
 ``slice_mode="table_row_slice"`` in a job of several ranks splits the table by rows over
-the ranks (``minitorch_dist.parallel.embedding_slice``; see ``docs/embedding_slicing.md``).
+the ranks (``minitorch_dist.parallel.embedding.row_slice``; see ``docs/embedding_slicing.md``).
 """
 import warnings
 
@@ -114,7 +114,7 @@ class EmbeddingLookup(Cell):
             table = initializer(param_init, shape, dtype, device=home)
             self.embedding_table = Parameter(table, device=home)
             self.lookup = ops.EmbeddingLookup(sparse=self.sparse)
-        else:      # split across ranks (parallel/embedding_slice.py)
+        else:      # split across ranks (parallel/embedding/row_slice.py)
             self.embedding_table, self.lookup = sliced
         if target == "CPU":
             self.lookup.set_device("CPU")

@@ -2,20 +2,18 @@
 
 A schedule says, for every rank, which actions to run in which order: forwards (``F``) and
 backwards (``B``) of micro-batches through stages, and the SEND/RECV actions that move
-activations and gradients between ranks (``actions.py``). It is plain data, so it can be
-checked (``validate.py``), timed (``simulate.py``) and drawn (``render.py``) before anything
-runs; the runtime executes one rank's list. ``schedule.py`` generates the classic ones.
+activations and gradients between ranks (``schedule/actions.py``). It is plain data, so it can be
+checked, timed and drawn (``schedule/``) before anything
+runs; the runtime executes one rank's list. ``schedule/generate.py`` makes the classic ones.
 
 >>> from minitorch_dist.parallel.pipeline import generate_schedule
 >>> s = generate_schedule("gpipe", num_ranks=4, num_microbatches=8)
 >>> s.simulate().bubble_fraction == 3 / 11
 True
 """
-from .actions import Action
-from .validate import ScheduleError, validate_schedule
-from .simulate import SimulationResult, simulate
-from .render import format_schedule, plot_schedule
-from .schedule import (Schedule, SCHEDULE_KINDS, generate_schedule, add_communication)
+from .schedule import (Action, Schedule, ScheduleError, SimulationResult, SCHEDULE_KINDS,
+                       add_communication, format_schedule, generate_schedule, plot_schedule,
+                       simulate, validate_schedule)
 
 __all__ = ["Action", "Schedule", "ScheduleError", "SimulationResult", "generate_schedule",
            "add_communication", "validate_schedule", "simulate", "format_schedule",

@@ -5,7 +5,7 @@ import numpy as np
 
 from ...backend import get_device
 from ...tensor import Tensor
-from .p2p import HEADER_LEN, contiguous, pack_header, unpack_header
+from ..comm.p2p import HEADER_LEN, contiguous, pack_header, unpack_header
 
 __all__ = ["broadcast_values"]
 

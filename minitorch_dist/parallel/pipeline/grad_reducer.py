@@ -24,7 +24,7 @@ division by ``micro_size``: the loss is the sum of the micro-batch losses). What
 """
 from ...nn.cell import Cell
 from ..context import get_auto_parallel_context
-from ..grad_reducer import DistributedGradReducer
+from ..data_parallel.grad_reducer import DistributedGradReducer
 from .pipeline_cell import current_engine
 
 __all__ = ["PipelineGradReducer"]

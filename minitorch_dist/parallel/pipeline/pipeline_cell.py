@@ -31,9 +31,9 @@ from ..context import get_auto_parallel_context
 from .broadcast import broadcast_values
 from .interception import TraceRun, intercepting
 from .membership import this_rank_topology
-from .p2p import Channel, Mailbox, Recv, Send
+from ..comm.p2p import Channel, Mailbox, Recv, Send
 from .runner import StepRunner
-from .schedule import generate_schedule
+from .schedule.generate import generate_schedule
 from .stage_plan import PipelineConfigError, StagePlan
 
 __all__ = ["PipelineCell", "split_microbatches", "current_engine"]

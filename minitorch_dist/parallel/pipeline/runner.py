@@ -38,7 +38,7 @@ from ...autograd import _topological_nodes, enable_grad, no_grad, run_backward
 from ...row_tensor import RowTensor
 from ...tensor import Tensor
 from .interception import StageRun, intercepting
-from .p2p import anchor_on
+from ..comm.p2p import anchor_on
 from .placeholder import Placeholder
 from .stage_plan import PipelineConfigError
 

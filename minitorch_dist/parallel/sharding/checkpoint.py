@@ -56,7 +56,7 @@ def _gathered(value):
     """A sliced ``value``'s whole tensor, gathered over its ``sharding_comm``."""
     from ...backend import get_device
     from ...tensor import Tensor
-    from ..comm_ops import communicator_for
+    from ..comm.collectives import communicator_for
     layout = value.sharding_layout
     local = np.ascontiguousarray(value.asnumpy())
     data, counts = communicator_for(value.sharding_comm, get_device("CPU")).allgatherv(

@@ -18,7 +18,7 @@ Each step is written to the per-rank program listing (``…_execute_….ir``).
 """
 from ...nn.parameter import Parameter
 from ...ops.primitive import set_primitive_hook
-from .. import comm_ops
+from ..comm import collectives as comm_ops
 from .layout import TensorLayout, group_ranks
 from .propagation import input_layout, output_layout
 from .redistribution import plan_redistribution, redistribute

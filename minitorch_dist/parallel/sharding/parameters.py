@@ -19,7 +19,7 @@ import weakref
 
 from ...backend import get_device
 from ...nn.optim.optimizer import optimizers_holding
-from ..comm_ops import communicator_for
+from ..comm.collectives import communicator_for
 
 __all__ = ["slice_parameter", "sliced_parameters"]
 

@@ -39,7 +39,7 @@ Matrices with no common refinement (``[2, 3]`` against ``[3, 2]``) go through th
 state: reduce and gather everything on ``src``'s matrix, then slice on ``dst``'s.
 
 **Execution.** ``redistribute`` runs a plan on one rank's local ``Tensor`` with the
-differentiable collectives of ``parallel/comm_ops.py`` and a differentiable ``StridedSlice``,
+differentiable collectives of ``parallel/comm/collectives.py`` and a differentiable ``StridedSlice``,
 so the backward pass is the reverse redistribution, produced by autograd.
 ``simulate_redistribution`` runs a plan on all ranks at once in NumPy, for tests and dumps.
 
@@ -404,7 +404,7 @@ _strided_slice = None
 def apply_step(step, tensor, rank, group_factory):
     """One step on this rank's local ``Tensor`` (differentiable)."""
     global _strided_slice
-    from .. import comm_ops
+    from ..comm import collectives as comm_ops
     if tuple(tensor.shape) != step.local_shape:
         raise ValueError(f"{step}: this rank holds shape {tuple(tensor.shape)}, the plan expects "
                          f"{step.local_shape}")

@@ -34,7 +34,7 @@ from ... import communication
 from ...nn.cell import Cell
 from ...ops.primitive import Primitive
 from ...tensor import Tensor
-from ..comm_ops import communicator_for
+from ..comm.collectives import communicator_for
 from ..context import ParallelMode, check_job_size, get_auto_parallel_context
 from .executor import LocalRun
 from .graph import trace

@@ -1,7 +1,7 @@
 """Releasing the bind shim in a rank once MPI has opened its listeners.
 
 In a multi-machine job with ``--iface`` every rank starts with the bind shim preloaded in
-``net:`` mode (``job_bind_shim``): MPI's TCP listeners, opened in ``MPI_Init``, must land on
+``net:`` mode (``bind_shim``): MPI's TCP listeners, opened in ``MPI_Init``, must land on
 the named network. The user's own sockets must not: so the rank releases the shim right
 after ``MPI_Init``. MPI is initialised when ``mpi4py.MPI`` is first imported (by the program,
 or by ``minitorch_dist.communication``), with whatever ``mpi4py.rc`` settings the program
@@ -14,7 +14,7 @@ import importlib.util
 import os
 import sys
 
-from ..job_bind_shim import release_environment
+from .bind_shim import release_environment
 
 __all__ = ["release_after_mpi_init"]
 

@@ -6,19 +6,19 @@ command line that the remote login shell runs. A daemon started that way listens
 interface of its machine. For a job with ``--iface NETS`` the launcher makes this module the
 agent (``agent_setting``):
 
-    python -m minitorch_dist.job_remote agent HOST COMMAND...
+    python -m minitorch_dist.launch.remote agent HOST COMMAND...
 
 runs the user's own agent (``AGENT_VARIABLE``: the launcher copies it from
 ``PRTE_MCA_plm_ssh_agent``/``OMPI_MCA_plm_rsh_agent``, with any ``..._ssh_args``; default
 ssh) with the command wrapped in
 
-    PYTHON -m minitorch_dist.job_remote daemon NETS AGENT COMMAND
+    PYTHON -m minitorch_dist.launch.remote daemon NETS AGENT COMMAND
 
 which, on that machine, builds (once) or finds the bind shim, preloads it in ``net:NETS``
 mode and runs COMMAND with the user's login shell, as ssh would have. The daemon's wildcard
 binds then land on that machine's address on NETS, and so do those of the ranks it starts,
 until each rank releases the shim once MPI is initialised
-(``communication.rank_runner``). AGENT rides along because a daemon may start further
+(``rank_runner``). AGENT rides along because a daemon may start further
 daemons (PRRTE's tree spawn) through this same agent.
 
 Every machine needs this Python at the same path with minitorch_dist installed: the ranks
@@ -31,7 +31,7 @@ import shlex
 import shutil
 import sys
 
-from .job_bind_shim import MODE_VARIABLE, bind_shim, preload_environment, release_environment
+from .bind_shim import MODE_VARIABLE, bind_shim, preload_environment, release_environment
 
 __all__ = ["AGENT_VARIABLE", "AGENT_SETTINGS", "ARGS_SETTINGS", "user_agent", "agent_setting",
            "wrap_command", "main"]
@@ -42,8 +42,8 @@ AGENT_SETTINGS = ("PRTE_MCA_plm_ssh_agent", "OMPI_MCA_plm_ssh_agent", "PRTE_MCA_
                   "OMPI_MCA_plm_rsh_agent")
 ARGS_SETTINGS = ("PRTE_MCA_plm_ssh_args", "OMPI_MCA_plm_ssh_args", "PRTE_MCA_plm_rsh_args",
                  "OMPI_MCA_plm_rsh_args")
-_USAGE = ("usage: python -m minitorch_dist.job_remote agent HOST COMMAND...\n"
-          "       python -m minitorch_dist.job_remote daemon NETS AGENT COMMAND")
+_USAGE = ("usage: python -m minitorch_dist.launch.remote agent HOST COMMAND...\n"
+          "       python -m minitorch_dist.launch.remote daemon NETS AGENT COMMAND")
 
 
 def user_agent(env):
@@ -63,13 +63,13 @@ def agent_setting(python=None):
     """The value of PRRTE's ``plm_ssh_agent`` that makes this module the agent.
 
     >>> agent_setting("/usr/bin/python3")
-    '/usr/bin/python3 -m minitorch_dist.job_remote agent'
+    '/usr/bin/python3 -m minitorch_dist.launch.remote agent'
     """
     python = sys.executable if python is None else python
     if any(c.isspace() for c in python):
         raise ValueError(f"--iface needs a Python path without spaces (PRRTE splits its launch "
                          f"agent's command on them), got {python!r}")
-    return f"{python} -m minitorch_dist.job_remote agent"
+    return f"{python} -m minitorch_dist.launch.remote agent"
 
 
 def _pick_agent(agent):
@@ -78,7 +78,7 @@ def _pick_agent(agent):
         words = shlex.split(choice)
         if words and shutil.which(words[0]):
             return words
-    raise SystemExit(f"minitorch_dist.job_remote: no launch agent found on PATH among "
+    raise SystemExit(f"minitorch_dist.launch.remote: no launch agent found on PATH among "
                      f"{agent!r} (set PRTE_MCA_plm_ssh_agent to the command that reaches "
                      f"the other machines)")
 
@@ -87,11 +87,11 @@ def wrap_command(command, nets, agent, python=None):
     """The remote command line that runs ``command`` under the shim in ``net:nets`` mode.
 
     >>> wrap_command("prted --x 1", "eth0", "ssh", python="/py")
-    "/py -m minitorch_dist.job_remote daemon eth0 ssh 'prted --x 1'"
+    "/py -m minitorch_dist.launch.remote daemon eth0 ssh 'prted --x 1'"
     """
     python = sys.executable if python is None else python
     return " ".join(shlex.quote(word) for word in
-                    (python, "-m", "minitorch_dist.job_remote", "daemon", nets, agent, command))
+                    (python, "-m", "minitorch_dist.launch.remote", "daemon", nets, agent, command))
 
 
 def _agent(args):
@@ -101,7 +101,7 @@ def _agent(args):
     env = dict(os.environ)
     nets = env.get(MODE_VARIABLE, "")
     if not nets.startswith("net:"):
-        raise SystemExit("minitorch_dist.job_remote agent: started outside a launched job "
+        raise SystemExit("minitorch_dist.launch.remote agent: started outside a launched job "
                          "(no MINITORCH_DIST_BIND=net:... in the environment)")
     agent = env.get(AGENT_VARIABLE) or "ssh"
     words = _pick_agent(agent)

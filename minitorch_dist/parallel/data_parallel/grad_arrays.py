@@ -1,6 +1,6 @@
 """Gradients as raw arrays on their parameter's device, checked against the parameter."""
-from ..row_tensor import RowTensor
-from ..tensor import Tensor
+from ...row_tensor import RowTensor
+from ...tensor import Tensor
 
 __all__ = ["gradient_array"]
 

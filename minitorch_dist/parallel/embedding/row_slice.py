@@ -43,12 +43,12 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..communication import Communicator, GlobalComm, get_communicator
-from ..ops.embedding import _scatter_add, _use_kernels
-from ..ops.primitive import Primitive
-from ..row_tensor import RowTensor
-from ..tensor import Tensor
-from .comm_ops import communicator_for
+from ...communication import Communicator, GlobalComm, get_communicator
+from ...ops.embedding import _scatter_add, _use_kernels
+from ...ops.primitive import Primitive
+from ...row_tensor import RowTensor
+from ...tensor import Tensor
+from ..comm.collectives import communicator_for
 
 __all__ = ["RowSlice", "row_block", "row_slice", "slicing_communicator", "slice_table",
            "RowSliceLookup"]
@@ -103,7 +103,7 @@ def sliced_embedding(slice_mode, shape, dtype, param_init, home, group, sparse,
     """An ``EmbeddingLookup``'s table and lookup under ``slice_mode`` when it is split across
     ranks: ``(row-block Parameter, RowSliceLookup)``; None when the table stays whole
     ("batch_slice", or one rank)."""
-    from .context import shards_operators
+    from ..context import shards_operators
     if shards_operators():
         return sharded_lookup(slice_mode, shape, dtype, param_init, home, group, sparse,
                               manual_shapes)
@@ -115,8 +115,8 @@ def sliced_embedding(slice_mode, shape, dtype, param_init, home, group, sparse,
     if slice_mode != "table_row_slice":
         _note_whole_table(slice_mode, comm.size)
         return None
-    from ..common.initializer import initializer
-    from ..nn.parameter import Parameter
+    from ...common.initializer import initializer
+    from ...nn.parameter import Parameter
     part = row_slice(shape, comm.rank, comm.size)
     full = initializer(param_init, shape, dtype, device="CPU")
     table = Parameter(slice_table(full, part, home), device=home)
@@ -165,16 +165,16 @@ def sharded_lookup(slice_mode, shape, dtype, param_init, home, group, sparse,
     id in its columns), "field_slice" the table's rows by ``manual_shapes`` and the ids'
     fields ``((n, 1), (1, n))``, the lookup's ``manual_split`` (rank r looks up its block of
     fields in its block of rows). Ids must be 2-D (batch, fields), as in MindSpore."""
-    from .sharding.scope import current_world
+    from ..sharding.scope import current_world
     comm = slicing_communicator(group) if group is not None else current_world()
     if comm is None or comm.size == 1:
         return None
     n = comm.size
     strategies = {"batch_slice": ((1, 1), (n, 1)), "table_row_slice": ((n, 1), (1, 1)),
                   "table_column_slice": ((1, n), (1, 1)), "field_slice": ((n, 1), (1, n))}
-    from ..common.initializer import initializer
-    from ..nn.parameter import Parameter
-    from ..ops.embedding import EmbeddingLookup
+    from ...common.initializer import initializer
+    from ...nn.parameter import Parameter
+    from ...ops.embedding import EmbeddingLookup
     table = Parameter(initializer(param_init, shape, dtype, device=home), device=home)
     lookup = EmbeddingLookup(sparse=sparse).shard(strategies[slice_mode])
     if slice_mode == "field_slice":
@@ -303,7 +303,7 @@ class RowSliceLookup(Primitive):
         if plan.width == 0:
             return xp.zeros(ids.shape + row_shape, table.dtype)
         if _use_kernels(xp, table):
-            from .. import kernels
+            from ... import kernels
             rows = kernels.embedding_gather(table, plan.local)
         else:
             rows = xp.take(table, plan.local, axis=0)

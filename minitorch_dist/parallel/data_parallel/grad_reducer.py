@@ -29,12 +29,12 @@ same order, as every collective requires.
 """
 import numpy as np
 
-from ..nn.cell import Cell
-from ..row_tensor import RowTensor
-from ..tensor import Tensor
+from ...nn.cell import Cell
+from ...row_tensor import RowTensor
+from ...tensor import Tensor
 from .buckets import BucketedAllreduce, fused_broadcast, launch_bucket, unpack
-from .comm_ops import communicator_for
-from .context import get_auto_parallel_context
+from ..comm.collectives import communicator_for
+from ..context import get_auto_parallel_context
 from .grad_arrays import gradient_array
 
 __all__ = ["DistributedGradReducer"]
@@ -77,7 +77,7 @@ class DistributedGradReducer(Cell):
             raise ValueError("DistributedGradReducer: parameters is empty; pass "
                              "optimizer.parameters")
         if communicator is None:
-            from .. import communication
+            from ... import communication
             communicator = communication.get_communicator(group)
         self.communicator = communicator
         self.mean = bool(get_auto_parallel_context("gradients_mean") if mean is None else mean)

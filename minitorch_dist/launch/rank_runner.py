@@ -1,8 +1,8 @@
 """What each rank of ``python -m minitorch_dist.run`` executes: the user's script, watched.
 
-    python -m minitorch_dist.communication.rank_runner script.py [args...]
-    python -m minitorch_dist.communication.rank_runner -m package.module [args...]
-    python -m minitorch_dist.communication.rank_runner -c "code" [args...]
+    python -m minitorch_dist.launch.rank_runner script.py [args...]
+    python -m minitorch_dist.launch.rank_runner -m package.module [args...]
+    python -m minitorch_dist.launch.rank_runner -c "code" [args...]
 
 Like ``python -m mpi4py`` (which it replaces in the launcher) it runs the program as
 ``__main__`` and, when the program dies of an uncaught exception, ends the whole MPI job with
@@ -18,7 +18,7 @@ Like ``python -m mpi4py`` (which it replaces in the launcher) it runs the progra
   checks every second that the launcher's process still exists (ranks on the launcher's
   machine; the others end with their daemon, which loses the launcher's);
 * in a multi-machine job with ``--iface``, the bind shim keeps MPI's listeners on the named
-  networks (``job_network``), and is released right after ``MPI_Init`` (``shim_release``),
+  networks (``network``), and is released right after ``MPI_Init`` (``shim_release``),
   so the user's own sockets bind where the user says.
 
 Without a job directory (started by hand) it prints the traceback like Python does.
@@ -31,12 +31,12 @@ import time
 import traceback
 
 from . import watchdog
-from ..job_bind_shim import MODE_VARIABLE
+from .bind_shim import MODE_VARIABLE
 from .shim_release import release_after_mpi_init
-from ..job_teardown import LAUNCHER_PID_VARIABLE, local_launcher_pid
+from .teardown import LAUNCHER_PID_VARIABLE, local_launcher_pid
 
 __all__ = ["main", "run_program", "LAUNCHER_PID_VARIABLE"]
-_USAGE = "usage: python -m minitorch_dist.communication.rank_runner script.py | -m module | -c code [args...]"
+_USAGE = "usage: python -m minitorch_dist.launch.rank_runner script.py | -m module | -c code [args...]"
 
 
 def run_program(argv):

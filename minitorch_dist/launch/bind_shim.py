@@ -18,7 +18,7 @@ read once when the library loads:
   user's code never load it.
 * ``net:LIST``: a multi-machine job, LIST being the networks the user named (``--iface``:
   interface names and CIDR networks, comma-separated, as Open MPI takes them). Loaded into
-  every daemon and, until MPI is initialised, every rank (``job_remote`` carries it to the
+  every daemon and, until MPI is initialised, every rank (``remote`` carries it to the
   other machines): a wildcard bind goes to this machine's first address on a named network
   (IPv6 link-local addresses excepted), or to loopback when the machine has none of that
   family there. Each bind reads the variable again, so a rank ends the rewriting for the

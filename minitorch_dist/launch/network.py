@@ -1,10 +1,10 @@
 """Where a launched job listens: mpiexec's environment for each kind of job.
 
 * One machine (Open MPI): the ranks use shared memory (no TCP listener) and ``prterun``
-  gets the bind shim in ``loopback`` mode (``job_bind_shim``): nothing of the job is
+  gets the bind shim in ``loopback`` mode (``bind_shim``): nothing of the job is
   reachable from the network.
 * Several machines with ``--iface NETS`` (Open MPI): ``prterun``, the daemons it starts on
-  the other machines (``job_remote``) and every rank until MPI is initialised get the shim
+  the other machines (``remote``) and every rank until MPI is initialised get the shim
   in ``net:NETS`` mode: every listener is on the named networks (or loopback).
 * Several machines without ``--iface``: Open MPI's default, every interface; the launcher
   says so once. MPICH: unchanged (its ``-iface`` only chooses the network used).
@@ -15,8 +15,8 @@ saying what will listen on every interface and why.
 import socket
 import sys
 
-from .job_bind_shim import MODE_VARIABLE, bind_shim, preload_environment
-from .job_remote import AGENT_SETTINGS, AGENT_VARIABLE, ARGS_SETTINGS, user_agent
+from .bind_shim import MODE_VARIABLE, bind_shim, preload_environment
+from .remote import AGENT_SETTINGS, AGENT_VARIABLE, ARGS_SETTINGS, user_agent
 
 __all__ = ["exposure_warning", "job_environment", "check_interfaces", "UNNAMED_NETWORK_NOTE"]
 
@@ -46,7 +46,7 @@ def job_environment(env, flavor, remote, interfaces=None, warn=True):
     if remote:
         env = dict(env)
         env[AGENT_VARIABLE] = user_agent(env)
-        for name in AGENT_SETTINGS + ARGS_SETTINGS:   # handed to job_remote instead
+        for name in AGENT_SETTINGS + ARGS_SETTINGS:   # handed to remote.py instead
             env.pop(name, None)
         if shim is None:
             if warn:

@@ -9,7 +9,7 @@ import re
 import sys
 import threading
 
-from .job_relay import parse_record_line
+from .relay import parse_record_line
 
 __all__ = ["OutputDemux"]
 
@@ -33,11 +33,11 @@ class OutputDemux:
     occurred"), usually the echo of another rank's failure: they are held back and shown at
     the end only when no rank explained the failure (``release_mpi_messages``). Records
     relayed by ranks that cannot see the job directory go to ``relay``
-    (``job_relay.RecordRelay``)."""
+    (``relay.RecordRelay``)."""
 
     def __init__(self, job_dir, out_sink=None, err_sink=None, relay=None):
         self.job_dir = job_dir
-        self.relay = relay          # takes (name, record) of relayed records (job_relay)
+        self.relay = relay          # takes (name, record) of relayed records (relay)
         self.sinks = {"stdout": out_sink, "stderr": err_sink}
         self.logs = {}
         self.untagged = []
@@ -90,7 +90,7 @@ class OutputDemux:
                     self.untagged.append(line.decode(errors="replace"))
                     with open(os.path.join(self.job_dir, "mpiexec.log"), "ab") as handle:
                         handle.write(line)
-                    if line.startswith(_OWN_WARNING):   # a daemon's (job_remote, the shim)
+                    if line.startswith(_OWN_WARNING):   # a daemon's (remote, the shim)
                         self._emit("stderr", line)
                     continue
                 rank, kind, text = int(match.group(2)), match.group(3).decode(), match.group(4)

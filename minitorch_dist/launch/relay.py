@@ -2,7 +2,7 @@
 
 A rank on a machine that cannot see the job directory prints each of its records (exit,
 failure, and how long it has waited in a collective) as one stderr line
-``RECORD_PREFIX NAME JSON`` (``communication.watchdog``). The launcher's output reader hands
+``RECORD_PREFIX NAME JSON`` (``watchdog``). The launcher's output reader hands
 such lines to a ``RecordRelay``, which writes the record into the job directory, where the
 report and the ranks that can see the directory find it as if the rank had written it.
 
@@ -17,7 +17,7 @@ import json
 import re
 import threading
 
-from .communication import watchdog
+from . import watchdog
 
 __all__ = ["parse_record_line", "RecordRelay"]
 

@@ -38,10 +38,10 @@ All ranks must call the same methods with the same arguments in the same order (
 """
 import numpy as np
 
-from .. import autograd
-from ..communication.communicator import Communicator
-from ..communication.reduction import array_module
-from ..tensor import Tensor
+from ... import autograd
+from ...communication.communicator import Communicator
+from ...communication.reduction import array_module
+from ...tensor import Tensor
 from .grad_arrays import gradient_array
 from .bucket_fill import BucketFill
 from .buckets import BucketedAllreduce, fused_broadcast, pack, unpack
@@ -392,7 +392,7 @@ def _resolve_communicator(communicator, nccl_id, local_rank, world_size):
             raise TypeError(f"DistOpt: communicator must be a Communicator, got "
                             f"{type(communicator).__name__}")
         return communicator
-    from .. import communication
+    from ... import communication
     if nccl_id is not None:       # SINGA's multiprocessing launch: join the id's group
         if local_rank is None or world_size is None:
             raise ValueError("DistOpt: nccl_id (a multiprocessing launch) needs local_rank and "

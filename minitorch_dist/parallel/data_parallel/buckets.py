@@ -24,9 +24,9 @@ import bisect
 
 import numpy as np
 
-from .. import kernels
-from ..communication.reduction import array_module
-from ..communication.communicator import Request
+from ... import kernels
+from ...communication.reduction import array_module
+from ...communication.communicator import Request
 
 __all__ = ["Bucket", "plan_buckets", "pack", "unpack", "cast_to_half", "cast_from_half",
            "launch_allreduce", "launch_bucket", "BucketedAllreduce", "fused_broadcast"]

@@ -49,10 +49,10 @@ buffer for the communicator (which moves axis 0, contiguous only) and moved back
 >>> run_ranks(2, rank_step)      # dL/dx = 3 * (rank + 1)
 [([1.0, 2.0, 2.0, 4.0], [3.0, 3.0]), ([1.0, 2.0, 2.0, 4.0], [6.0, 6.0])]
 """
-from ..communication import Communicator, get_communicator
-from ..ops.primitive import Primitive
-from ..row_tensor import RowTensor
-from ..tensor import Tensor
+from ...communication import Communicator, get_communicator
+from ...ops.primitive import Primitive
+from ...row_tensor import RowTensor
+from ...tensor import Tensor
 
 __all__ = ["AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Broadcast", "Mirror",
            "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "mirror",

@@ -17,7 +17,7 @@ __all__ = ["row_sliced_names", "merge_row_sliced_checkpoints"]
 def row_sliced_names(cell):
     """The checkpoint names of ``cell``'s row-sliced tables and of optimizer state shaped
     like them (a training cell brings its optimizer: its slots follow the parameters)."""
-    from ..train.checkpoint import checkpoint_entries
+    from ...train.checkpoint import checkpoint_entries
     sliced = {id(p) for _, p in cell.parameters_and_names()
               if getattr(p, "row_slice", None) is not None}
     for _, sub in cell.cells_and_names():
@@ -35,10 +35,10 @@ def merge_row_sliced_checkpoints(rank_files, output_file, sliced, atol=0.0):
     row slices, or a Cell of the sliced job (``row_sliced_names(cell)``). The other entries
     must be equal in every file (up to ``atol``).
     """
-    from ..nn.cell import Cell
-    from ..nn.parameter import Parameter
-    from ..tensor import Tensor
-    from ..train.checkpoint import load_checkpoint, save_checkpoint
+    from ...nn.cell import Cell
+    from ...nn.parameter import Parameter
+    from ...tensor import Tensor
+    from ...train.checkpoint import load_checkpoint, save_checkpoint
     rank_files = list(rank_files)
     if not rank_files:
         raise ValueError("merge_row_sliced_checkpoints: no rank checkpoint files given")

@@ -19,7 +19,7 @@ never trigger it (the sequence numbers say so), however long they take.
 A rank on a machine that cannot see the job directory (a multi-machine job without a shared
 ``--log-dir``) relays its records instead: each is one line on its stderr,
 ``RECORD_PREFIX NAME JSON``, which the launcher's output reader writes into the job
-directory (``job_relay``). Such a rank cannot read the others' exit records either, so once
+directory (``relay``). Such a rank cannot read the others' exit records either, so once
 it has waited in one collective for ``RELAY_WAIT_SECONDS`` it relays a ``wait.<rank>.json``
 record, and the launcher applies ``stuck_reason_for`` on its behalf.
 """
@@ -261,7 +261,7 @@ def _abort(reason):
     _write(f"failure.{me}.json", early_exit_record(reason, me, _state["step"]))
     print(f"minitorch_dist: {reason}", file=sys.stderr, flush=True)
     try:
-        from .mpi import import_mpi
+        from ..communication.mpi import import_mpi
         import_mpi().COMM_WORLD.Abort(1)
     finally:
         os._exit(1)

@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from .. import kernels
+from ... import kernels
 
 __all__ = ["check_spars", "topk_count", "select_topk", "select_threshold", "index_dtype",
            "sparse_allreduce", "ErrorFeedback"]

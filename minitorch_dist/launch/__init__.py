@@ -1,0 +1,14 @@
+"""The launcher: a tool beside the layers, not one of them.
+
+``python -m minitorch_dist.run -n N script.py`` starts N ranks through ``mpiexec`` and watches
+them. Nothing in the library's layers imports this package; the ranks meet it only through
+the rank runner that wraps their script.
+
+* ``launcher``: the command line, ``launch()`` and ``spawn()`` (SINGA's multiprocessing start).
+* ``rank_runner``: what every rank executes around the user's script.
+* ``watchdog``, ``report``: early-exit detection, failure records and the one report.
+* ``output``, ``relay``: the ranks' tagged output split per rank; records relayed through it.
+* ``network``, ``bind_shim``, ``shim_release``, ``remote``: where a job listens, on one
+  machine or several.
+* ``teardown``: ending every process of a job, whatever happens to the launcher.
+"""

@@ -1,0 +1,1 @@
+"""Embedding tables sliced by rows across ranks, and merging their checkpoints."""
