@@ -201,6 +201,7 @@ def _winograd_applies(xp, x, weight, geo, prim):
 
 _SPLIT_PRODUCT_FLOPS = 1 << 24    # ~0.5 ms of one core
 _MIN_SPLIT_SIDE = 128             # the side that is cut: at least 64 rows or columns a piece
+_MAX_PIECES = 4                   # pieces of one product (fixed by its shapes, see _matmul)
 _SMALL_OUTPUT = 1 << 16           # outputs below this many values, summed over 8x as many: one thread
 
 
@@ -214,12 +215,12 @@ def _matmul(xp, a, b, out, split=0):
       runs on one thread: OpenBLAS's threads, and thin pieces, both ran slower than one;
     * a 2-D product of at least 2^24 multiply-adds whose cut side (rows of ``a`` for
       ``split=0``, columns of ``b`` for ``split=1``) has at least 128, whose output is at
-      least 64 on both sides and whose summed side is at least 64 is cut into one piece per
-      thread, each a one-thread BLAS call
-      (``threads.parallel_items``): one fork and join per product. With two threads on a
-      busy machine, OpenBLAS's own threaded GEMMs took 1-3x the one-thread time here (a
-      ResNet-18 step at 2 threads took 1.2 s against 0.39 s with the pieces). Each output
-      element is summed by the same one-thread kernel in the same order whatever the cut;
+      least 64 on both sides and whose summed side is at least 64 is cut into pieces, each
+      a one-thread BLAS call, spread over the threads (``threads.parallel_items``): one fork
+      and join per product. With two threads on a busy machine, OpenBLAS's own threaded
+      GEMMs took 1-3x the one-thread time here (a ResNet-18 step at 2 threads took 1.2 s
+      against 0.39 s with the pieces). The cut depends on the shapes alone, and one thread
+      runs the same pieces in turn, so the bits are the same at any thread count;
     * the rest (and a batch of per-image products, sized per product) goes to
       ``threads.product_threads``: one thread when small, else the BLAS's threads. Thin
       outputs stay there: cutting the MNIST CNN's (4096 x 500) @ (500 x 50) in two made its
@@ -237,11 +238,17 @@ def _matmul(xp, a, b, out, split=0):
         with threads.product_threads(flops // a.shape[0] if a.ndim == 3 else flops):
             xp.matmul(a, b, out=out)
         return out
-    pieces = threads.parallel_workers(side)
-    if pieces <= 1:
-        with threads.product_threads(0):    # one thread: the same kernel as the pieces
-            xp.matmul(a, b, out=out)
-        return out
+    # The pieces are a function of the shapes, never of the thread count, and one thread
+    # runs them in turn rather than the whole product: OpenBLAS's one-thread sgemm (0.3.31
+    # on this AMD EPYC) rounds an element according to where it sits in the piece (its last
+    # rows, the piece's offset), so one piece per thread gave other bits at 1, 2 and 3
+    # threads. 2 or 4 pieces (4 once each keeps 1024 rows or columns): the one-thread cost of
+    # cutting grows with the count (every piece repacks the other operand whole); measured at
+    # one thread against the uncut product: 2 pieces, or 4 of 1024+, 0-4% (this machine's
+    # noise), 8 or 16 pieces 7-30% (8 of 98 rows of (784 x 2304) @ (2304 x 512): +10%).
+    pieces = 2
+    while pieces < _MAX_PIECES and side // (2 * pieces) >= 1024:
+        pieces *= 2
 
     def piece(i, worker):
         part = slice(side * i // pieces, side * (i + 1) // pieces)
