@@ -51,3 +51,50 @@ def is_floating(dtype):
 def promote(*dtypes):
     """NumPy-style promotion of several dtypes."""
     return np.result_type(*dtypes)
+
+
+# ---- wire codes -----------------------------------------------------------------------
+# How a dtype travels as one integer: in collective signatures (``communication.desync``),
+# parameter-list checks (``DistOpt``) and the pipeline's Send/Recv headers. Every rank runs
+# the same code, so the order only has to agree with itself; append new dtypes at the end.
+WIRE_DTYPES = tuple(np.dtype(name) for name in (
+    "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+    "float16", "float32", "float64", "complex64", "complex128"))
+UNKNOWN_CODE = 99        # a sentinel callers may send for a dtype outside the table
+_CODES = {dtype: code for code, dtype in enumerate(WIRE_DTYPES)}
+_RAISE = object()
+
+
+def dtype_code(dtype, default=_RAISE):
+    """The wire code of ``dtype`` (anything ``numpy.dtype`` accepts, CuPy's dtypes too).
+
+    A dtype outside ``WIRE_DTYPES`` raises ``TypeError``, or returns ``default`` when one
+    is given (``UNKNOWN_CODE``, say).
+
+    >>> dtype_code("float32"), dtype_code(np.complex64), dtype_code("V8", default=UNKNOWN_CODE)
+    (10, 12, 99)
+    """
+    # numpy reads None as float64; here it is no dtype at all
+    code = None if dtype is None else _CODES.get(np.dtype(dtype))
+    if code is not None:
+        return code
+    if default is _RAISE:
+        raise TypeError(f"dtype {dtype} has no wire code; expected one of "
+                        f"{[str(d) for d in WIRE_DTYPES]}")
+    return default
+
+
+def dtype_from_code(code, default=_RAISE):
+    """The dtype whose wire code is ``code``: ``ValueError`` for an unknown code, or
+    ``default`` when one is given.
+
+    >>> dtype_from_code(dtype_code(int64)), dtype_from_code(UNKNOWN_CODE, default="other")
+    (dtype('int64'), 'other')
+    """
+    code = int(code)
+    if 0 <= code < len(WIRE_DTYPES):
+        return WIRE_DTYPES[code]
+    if default is _RAISE:
+        raise ValueError(f"unknown dtype wire code {code}; expected 0 <= code < "
+                         f"{len(WIRE_DTYPES)}")
+    return default

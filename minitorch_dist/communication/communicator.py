@@ -61,6 +61,9 @@ class Communicator(abc.ABC):
     # True where a nonblocking collective advances while the caller computes (NCCL on its
     # stream, threads). False tells callers to prefer the blocking call, see MPICommunicator.
     progresses_in_background = True
+    # The host communicator that bootstrapped a device-only one (NCCL); None where this
+    # communicator moves host arrays itself.
+    bootstrap = None
 
     def __init__(self):
         self._calls = defaultdict(int)
@@ -70,17 +73,27 @@ class Communicator(abc.ABC):
         self._debug_level = desync.debug_level()
         self._pending = None                # (op, seq, start time) while in a collective
 
+    @property
+    def host_communicator(self):
+        """The communicator that carries host (NumPy) arrays for this group: the one that
+        bootstrapped it where there is one (NCCL moves device arrays only), else itself.
+
+        >>> from minitorch_dist.communication import LocalCommunicator
+        >>> comm = LocalCommunicator.create(1)[0]
+        >>> comm.host_communicator is comm
+        True
+        """
+        return self if self.bootstrap is None else self.bootstrap
+
     # ---- desync checks and progress --------------------------------------------------
     def _gather_signatures(self, vector):
-        """Allgather a small int64 host vector (a collective signature) as a host array;
-        over the host ``bootstrap`` communicator where there is one (NCCL-like backends)."""
-        host = getattr(self, "bootstrap", None)
-        return np.asarray((host or self)._allgather(vector))
+        """Allgather a small int64 host vector (a collective signature) as a host array,
+        over the host communicator."""
+        return np.asarray(self.host_communicator._allgather(vector))
 
     def _allgatherv_host(self, array):
         """Allgatherv of a 1-D host array, as host arrays (used by parameter-list checks)."""
-        host = getattr(self, "bootstrap", None)
-        data, counts = (host or self)._allgatherv(array)
+        data, counts = self.host_communicator._allgatherv(array)
         return np.asarray(data), list(counts)
 
     def _enter(self, op, array=None, extra=None):

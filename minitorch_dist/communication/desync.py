@@ -26,14 +26,14 @@ import os
 
 import numpy as np
 
+from ..backend.dtypes import UNKNOWN_CODE, dtype_code, dtype_from_code
+
 __all__ = ["CollectiveMismatchError", "debug_level", "signature", "describe",
            "check_collective", "OPS"]
 
 OPS = ("allreduce", "iallreduce", "allgather", "allgatherv", "broadcast", "reduce_scatter",
        "alltoall", "barrier", "params")
 _REDUCE = ("sum", "mean", "max", "min", "prod")
-_DTYPES = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
-           "float16", "float32", "float64", "complex64", "complex128")
 _MAGIC = 0x6D74645F          # "mtd_": a vector that is not a signature shows up as garbage
 _MAX_DIMS = 8
 LENGTH = 5 + _MAX_DIMS + 1    # magic, op, seq, dtype, ndim, dims..., extra
@@ -60,11 +60,6 @@ def debug_level(env=None):
     raise ValueError(f"MINITORCH_DIST_DEBUG={value!r}: expected 'off', 'first' or 'detail'")
 
 
-def _dtype_code(dtype):
-    name = np.dtype(str(dtype)).name if dtype is not None else None
-    return _DTYPES.index(name) if name in _DTYPES else (-1 if name is None else 99)
-
-
 def signature(op, seq, array=None, extra=None):
     """The int64 signature vector of collective ``op`` number ``seq`` on ``array``.
 
@@ -79,7 +74,8 @@ def signature(op, seq, array=None, extra=None):
         shape = tuple(int(d) for d in array.shape)
         if op == "allgatherv" and shape:
             shape = (-1,) + shape[1:]
-        vector[3], vector[4] = _dtype_code(array.dtype), len(shape)
+        vector[3] = -1 if array.dtype is None else dtype_code(array.dtype, UNKNOWN_CODE)
+        vector[4] = len(shape)
         if len(shape) > _MAX_DIMS:
             shape = shape[:_MAX_DIMS - 1] + (int(np.prod(shape[_MAX_DIMS - 1:])),)
         vector[5:5 + len(shape)] = shape
@@ -109,7 +105,7 @@ def describe(vector):
         shape = tuple(vector[5:5 + min(ndim, _MAX_DIMS)])
         shape_text = "(" + ", ".join("*" if d == -1 else str(d) for d in shape) + \
             ("," if len(shape) == 1 else "") + ")"
-        dtype = _DTYPES[vector[3]] if 0 <= vector[3] < len(_DTYPES) else "other dtype"
+        dtype = dtype_from_code(vector[3], default="other dtype")
         text = f"{op} #{seq} ({dtype}, shape {shape_text}"
         if op in ("allreduce", "iallreduce", "reduce_scatter"):
             text += f", op {_REDUCE[vector[-1]] if 0 <= vector[-1] < len(_REDUCE) else '?'}"

@@ -67,7 +67,8 @@ class NCCLCommunicator(Communicator):
 
     ``NCCLCommunicator(bootstrap=host_comm)`` takes rank, size and local rank from a host
     communicator; ``NCCLCommunicator(rank=r, size=n, nccl_id=uid)`` needs no host at all.
-    The GPU used is ``local_rank % device_count``.
+    The GPU used is ``local_rank % device_count``. Its ``host_communicator`` (what carries
+    host arrays for the group) is that bootstrap communicator, where there is one.
     """
 
     backend = "nccl"

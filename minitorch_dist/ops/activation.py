@@ -8,6 +8,7 @@ import contextlib
 import math
 
 from ..backend import dtypes
+from .axes import normalize_axis
 from .elementwise import as_float, fresh
 from .primitive import Primitive
 
@@ -209,12 +210,7 @@ class GeLU(Primitive):
 
 def _check_axis(prim, axis, shape):
     """``axis`` checked against ``shape``; a 0-d tensor accepts 0 or -1 (its one element)."""
-    if not isinstance(axis, int) or isinstance(axis, bool):
-        raise TypeError(f"{prim.name}: axis must be an int, got {axis!r}")
-    span = max(len(shape), 1)
-    if not -span <= axis < span:
-        raise ValueError(f"{prim.name}: axis {axis} is out of range for a tensor of shape "
-                         f"{tuple(shape)} with {len(shape)} dimensions (valid: {-span} to {span - 1})")
+    normalize_axis(axis, max(len(shape), 1), prim.name, shape)
     return axis if shape else None
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from ..backend import dtypes, host
 from ..row_tensor import RowTensor
 from ..tensor import Tensor
+from .axes import normalize_axis
 from .primitive import Primitive
 
 __all__ = ["GetItem", "Slice", "StridedSlice", "Gather", "OneHot",
@@ -215,10 +216,7 @@ class Gather(Primitive):
             raise TypeError(f"{self.name}: indices must be integers, got {indices.dtype}")
         if params.ndim == 0:
             raise ValueError(f"{self.name}: input_params must have at least one axis, got a scalar")
-        if not -params.ndim <= axis < params.ndim:
-            raise ValueError(f"{self.name}: axis {axis} is out of range for input_params of shape "
-                             f"{params.shape}")
-        axis %= params.ndim
+        axis = normalize_axis(axis, params.ndim, self.name, params.shape)
         n = params.shape[axis]
         negative = False
         if indices.size:

@@ -15,15 +15,10 @@
 >>> [round(v, 4) for v in ops.L2Normalize(axis=1)(ms.Tensor([[3.0, 4.0]])).asnumpy()[0].tolist()]
 [0.6, 0.8]
 """
+from .axes import normalize_axis
 from .primitive import Primitive
 
 __all__ = ["LayerNorm", "L2Normalize"]
-
-
-def _axis(owner, axis, ndim):
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"{owner}: axis {axis} is out of range for a tensor of {ndim} dims")
-    return axis % ndim
 
 
 class LayerNorm(Primitive):
@@ -36,8 +31,10 @@ class LayerNorm(Primitive):
 
     def forward(self, ctx, x, gamma, beta):
         xp = ctx.xp
-        norm = _axis(self.name, self.begin_norm_axis, x.ndim)
-        params = _axis(self.name, self.begin_params_axis, x.ndim)
+        norm = normalize_axis(self.begin_norm_axis, x.ndim, self.name, x.shape,
+                              what="begin_norm_axis")
+        params = normalize_axis(self.begin_params_axis, x.ndim, self.name, x.shape,
+                                what="begin_params_axis")
         if gamma.shape != x.shape[params:] or beta.shape != x.shape[params:]:
             raise ValueError(f"{self.name}: gamma and beta must have shape {x.shape[params:]} "
                              f"(x.shape[begin_params_axis:]), got {gamma.shape} and {beta.shape}")
@@ -79,7 +76,7 @@ class L2Normalize(Primitive):
     def forward(self, ctx, x):
         xp = ctx.xp
         axes = (self.axis,) if isinstance(self.axis, int) else tuple(self.axis)
-        axes = tuple(_axis(self.name, a, x.ndim) for a in axes)
+        axes = tuple(normalize_axis(a, x.ndim, self.name, x.shape) for a in axes)
         squares = (x * x).sum(axis=axes, keepdims=True)
         clipped = squares < self.epsilon
         norm = xp.sqrt(xp.maximum(squares, self.epsilon))

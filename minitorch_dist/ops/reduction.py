@@ -8,38 +8,11 @@ are never updated in place by their consumers, and autograd copies a read-only g
 before it becomes a leaf's ``.grad``.
 """
 from ..backend import dtypes
+from .axes import normalize_axes, normalize_axis
 from .primitive import Primitive
 
 __all__ = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "Argmax", "Argmin",
            "sum", "mean", "max", "min", "argmax", "argmin"]
-
-
-def out_of_range(prim, axis, shape):
-    """The ValueError for an axis outside ``shape``, naming the primitive, axis and rank."""
-    ndim = len(shape)
-    return ValueError(f"{prim.name}: axis {axis} is out of range for a tensor of shape {tuple(shape)} "
-                      f"with {ndim} dimensions (valid: {-ndim} to {ndim - 1})")
-
-
-def normalize_axes(prim, axis, shape):
-    """``axis`` (None, (), int or sequence of ints) as a sorted tuple of non-negative axes."""
-    ndim = len(shape)
-    if axis is None or axis == ():
-        return tuple(range(ndim))
-    if isinstance(axis, int) and not isinstance(axis, bool):
-        axes = (axis,)
-    elif isinstance(axis, (tuple, list)) and all(isinstance(a, int) and not isinstance(a, bool)
-                                                  for a in axis):
-        axes = tuple(axis)
-    else:
-        raise TypeError(f"{prim.name}: axis must be None, an int or a tuple of ints, got {axis!r}")
-    for a in axes:
-        if not -ndim <= a < ndim:
-            raise out_of_range(prim, a, shape)
-    normalized = tuple(sorted(a % ndim for a in axes))
-    if len(set(normalized)) != len(normalized):
-        raise ValueError(f"{prim.name}: axis {axis!r} names the same dimension twice")
-    return normalized
 
 
 def kept_shape(shape, axes):
@@ -59,7 +32,7 @@ class _Reduce(Primitive):
         return self.apply(x, axis=axis, keepdims=self.keep_dims)
 
     def forward(self, ctx, x, axis=(), keepdims=False):
-        axes = normalize_axes(self, axis, x.shape)
+        axes = normalize_axes(axis, x.ndim, self.name, x.shape)
         ctx.in_shape = x.shape
         ctx.axes = axes
         ctx.kept = kept_shape(x.shape, axes)
@@ -159,8 +132,8 @@ class _ArgExtreme(Primitive):
         if axis is not None:
             if x.ndim == 0 and axis in (0, -1):
                 axis = None
-            elif not -x.ndim <= axis < x.ndim:
-                raise out_of_range(self, axis, x.shape)
+            else:
+                normalize_axis(axis, x.ndim, self.name, x.shape)
         if x.size == 0:
             raise ValueError(f"{self.name}: cannot take the index of an extreme of an empty tensor "
                              f"(shape {x.shape})")

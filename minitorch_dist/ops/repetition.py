@@ -9,6 +9,7 @@
 """
 import numpy as np
 
+from .axes import normalize_axis
 from .primitive import Primitive
 
 __all__ = ["Tile", "CumSum", "Cumsum", "tile", "cumsum"]
@@ -63,9 +64,7 @@ class CumSum(Primitive):
         return xp.flip(out, axis) if reverse else out
 
     def forward(self, ctx, x, axis):
-        if x.ndim == 0 or not -x.ndim <= axis < x.ndim:
-            raise ValueError(f"{self.name}: axis {axis} is out of range for shape {x.shape}")
-        ctx.axis = axis % x.ndim
+        ctx.axis = normalize_axis(axis, x.ndim, self.name, x.shape)
         return self._scan(ctx.xp, x, ctx.axis, self.reverse)
 
     def backward(self, ctx, g):

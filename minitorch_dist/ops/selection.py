@@ -20,6 +20,7 @@
 import numpy as np
 
 from ..tensor import Tensor
+from .axes import normalize_axis
 from .primitive import Primitive
 
 __all__ = ["Select", "Where", "TopK", "ArgMaxWithValue", "Unique", "select", "where"]
@@ -82,9 +83,7 @@ class ArgMaxWithValue(Primitive):
 
     def forward(self, ctx, x):
         xp = ctx.xp
-        if x.ndim == 0 or not -x.ndim <= self.axis < x.ndim:
-            raise ValueError(f"{self.name}: axis {self.axis} is out of range for shape {x.shape}")
-        axis = self.axis % x.ndim
+        axis = normalize_axis(self.axis, x.ndim, self.name, x.shape)
         index = xp.expand_dims(xp.argmax(x, axis=axis), axis)
         value = xp.take_along_axis(x, index, axis=axis)
         ctx.index, ctx.axis, ctx.shape = index, axis, x.shape

@@ -8,20 +8,13 @@ attributes, so the functional forms can share one instance per primitive.
 """
 import math
 
+from .axes import normalize_axis
 from .primitive import Primitive
 
 __all__ = ["Reshape", "Transpose", "Squeeze", "ExpandDims", "BroadcastTo", "Concat", "Stack",
            "Split", "Flatten",
            "reshape", "transpose", "squeeze", "expand_dims", "broadcast_to", "concat", "stack",
            "split", "flatten"]
-
-
-def _axis(prim, axis, ndim, shape):
-    """``axis`` in ``[-ndim, ndim)`` as a non-negative int, else a ValueError naming ``prim``."""
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"{prim.name}: axis {axis} is out of range for a tensor of shape {tuple(shape)} "
-                         f"(expected {-ndim} <= axis < {ndim})")
-    return axis + ndim if axis < 0 else axis
 
 
 def _as_tuple(value):
@@ -141,7 +134,7 @@ class Squeeze(_ViewOfInput):
             return x.reshape(tuple(n for n in shape if n != 1))
         drop = set()
         for a in axis:
-            a = _axis(self, a, x.ndim, shape)
+            a = normalize_axis(a, x.ndim, self.name, shape)
             if shape[a] != 1:
                 raise ValueError(f"{self.name}: cannot squeeze axis {a} of size {shape[a]} in a tensor "
                                  f"of shape {shape}; only size-1 axes can be removed")
@@ -164,7 +157,7 @@ class ExpandDims(_ViewOfInput):
     def forward(self, ctx, x, axis):
         shape = x.shape
         ctx.in_shape = shape
-        a = _axis(self, axis, x.ndim + 1, shape)
+        a = normalize_axis(axis, x.ndim + 1, self.name, shape)
         return x.reshape(shape[:a] + (1,) + shape[a:])
 
 
@@ -225,7 +218,7 @@ class Concat(Primitive):
         if not arrays:
             raise ValueError(f"{self.name} needs at least one tensor")
         first = arrays[0]
-        a = _axis(self, axis, first.ndim, first.shape)
+        a = normalize_axis(axis, first.ndim, self.name, first.shape)
         for x in arrays[1:]:
             if x.ndim != first.ndim or x.shape[:a] != first.shape[:a] or x.shape[a + 1:] != first.shape[a + 1:]:
                 raise ValueError(f"{self.name}: tensors must have equal shapes except along axis {axis}, "
@@ -265,7 +258,7 @@ class Stack(Primitive):
         if any(x.shape != first.shape for x in arrays[1:]):
             raise ValueError(f"{self.name}: all tensors must have the same shape, "
                              f"got shapes {[tuple(y.shape) for y in arrays]}")
-        ctx.axis = _axis(self, axis, first.ndim + 1, first.shape)
+        ctx.axis = normalize_axis(axis, first.ndim + 1, self.name, first.shape)
         return ctx.xp.stack(arrays, axis=ctx.axis)
 
     def backward(self, ctx, g):
@@ -306,7 +299,7 @@ class Split(Primitive):
         return [n // output_num] * output_num
 
     def forward(self, ctx, x, axis, output_num=1, part_size=None, sizes=None):
-        a = _axis(self, axis, x.ndim, x.shape)
+        a = normalize_axis(axis, x.ndim, self.name, x.shape)
         lead = (slice(None),) * a
         parts, start = [], 0
         for size in self._sizes(x.shape[a], output_num, part_size, sizes):

@@ -49,14 +49,16 @@ buffer for the communicator (which moves axis 0, contiguous only) and moved back
 >>> run_ranks(2, rank_step)      # dL/dx = 3 * (rank + 1)
 [([1.0, 2.0, 2.0, 4.0], [3.0, 3.0]), ([1.0, 2.0, 2.0, 4.0], [6.0, 6.0])]
 """
+from ...backend.arrays import contiguous
 from ...communication import Communicator, get_communicator
+from ...ops.axes import normalize_axis
 from ...ops.primitive import Primitive
 from ...row_tensor import RowTensor
-from ...tensor import Tensor
+from .rows import gather_rows
 
 __all__ = ["AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Broadcast", "Mirror",
            "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "mirror",
-           "resolve_communicator", "communicator_for"]
+           "resolve_communicator", "communicator_for", "run_inserted"]
 
 _ALLREDUCE_OPS = ("sum", "mean", "max", "min")
 _REDUCE_SCATTER_OPS = ("sum", "mean")
@@ -76,12 +78,9 @@ def resolve_communicator(group, owner="collective"):
 
 def communicator_for(comm, device):
     """The communicator that moves arrays living on ``device`` for group ``comm``: host
-    arrays travel over the host communicator that bootstrapped NCCL (NCCL only moves device
-    arrays); everything else over ``comm`` itself."""
-    host = getattr(comm, "bootstrap", None)
-    if device.is_host and host is not None:
-        return host
-    return comm
+    arrays travel over its host communicator (the one that bootstrapped NCCL, which only
+    moves device arrays); everything else over ``comm`` itself."""
+    return comm.host_communicator if device.is_host else comm
 
 
 # ---- validation and layout helpers ------------------------------------------------------------
@@ -105,14 +104,6 @@ def _check_root(owner, root, size):
     return root
 
 
-def _axis(prim, axis, shape):
-    ndim = len(shape)
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"{prim.name}: axis {axis} is out of range for a tensor of shape "
-                         f"{tuple(shape)} (expected {-ndim} <= axis < {ndim})")
-    return axis % ndim
-
-
 def _divisible(prim, shape, axis, size, role="axis"):
     if shape[axis] % size:
         raise ValueError(f"{prim.name}: {role} {axis} of a tensor of shape {tuple(shape)} has "
@@ -120,15 +111,9 @@ def _divisible(prim, shape, axis, size, role="axis"):
                          f"(expected a multiple of {size})")
 
 
-def _contiguous(xp, array):
-    """``array`` as a C-contiguous buffer (itself when it already is): communicators refuse
-    strided views rather than copy them behind the caller's back."""
-    return array if array.flags.c_contiguous else xp.ascontiguousarray(array)
-
-
 def _front(xp, array, axis):
     """A contiguous array holding ``array`` with ``axis`` moved to position 0."""
-    return _contiguous(xp, xp.moveaxis(array, axis, 0) if axis else array)
+    return contiguous(xp.moveaxis(array, axis, 0) if axis else array)
 
 
 def _back(xp, array, axis):
@@ -211,19 +196,18 @@ class AllReduce(_Collective):
 
     def forward(self, ctx, x, comm, op):
         comm = self._start(ctx, comm)
-        xp = ctx.xp
-        y = comm.allreduce(_contiguous(xp, x), op)
+        y = comm.allreduce(contiguous(x), op)
         if op in ("max", "min") and ctx.needs_input_grad[0]:
             ctx.save_for_backward(x, y)     # backward finds the ranks attaining the result
         ctx.op = op
         return y
 
     def backward(self, ctx, g):
-        comm, xp = ctx.comm, ctx.xp
+        comm = ctx.comm
         if ctx.op in ("sum", "mean"):
-            return (comm.allreduce(_contiguous(xp, g), ctx.op),)
+            return (comm.allreduce(contiguous(g), ctx.op),)
         x, y = ctx.saved
-        total = comm.allreduce(_contiguous(xp, g), "sum")
+        total = comm.allreduce(contiguous(g), "sum")
         attains = (x == y).astype(g.dtype)
         ties = comm.allreduce(attains, "sum")           # ranks sharing the extreme, >= 1
         return (total * attains / ties,)
@@ -251,7 +235,7 @@ class AllGather(_Collective):
 
     def forward(self, ctx, x, comm, axis):
         comm = self._start(ctx, comm)
-        ctx.axis = _axis(self, axis, x.shape)
+        ctx.axis = normalize_axis(axis, x.ndim, self.name, x.shape)
         return _gather(comm, ctx.xp, x, ctx.axis)
 
     def backward(self, ctx, g):
@@ -281,7 +265,7 @@ class ReduceScatter(_Collective):
 
     def forward(self, ctx, x, comm, axis, op):
         comm = self._start(ctx, comm)
-        ctx.axis = _axis(self, axis, x.shape)
+        ctx.axis = normalize_axis(axis, x.ndim, self.name, x.shape)
         _divisible(self, x.shape, ctx.axis, comm.size)
         ctx.op = op
         return _scatter(comm, ctx.xp, x, ctx.axis, op)
@@ -318,8 +302,10 @@ class AllToAll(_Collective):
 
     def forward(self, ctx, x, comm, split_axis, concat_axis):
         comm = self._start(ctx, comm)
-        ctx.split_axis = _axis(self, split_axis, x.shape)
-        ctx.concat_axis = _axis(self, concat_axis, x.shape)
+        ctx.split_axis = normalize_axis(split_axis, x.ndim, self.name, x.shape,
+                                        what="split_axis")
+        ctx.concat_axis = normalize_axis(concat_axis, x.ndim, self.name, x.shape,
+                                         what="concat_axis")
         _divisible(self, x.shape, ctx.split_axis, comm.size, role="split_axis")
         return _exchange(comm, ctx.xp, x, ctx.split_axis, ctx.concat_axis)
 
@@ -356,7 +342,7 @@ class Broadcast(_Collective):
 
     def backward(self, ctx, g):
         comm, xp = ctx.comm, ctx.xp
-        total = comm.allreduce(_contiguous(xp, g), "sum")   # every rank takes part
+        total = comm.allreduce(contiguous(g), "sum")   # every rank takes part
         return (total if comm.rank == ctx.root else xp.zeros_like(total),)
 
 
@@ -388,21 +374,8 @@ class Mirror(_Collective):
 
     def backward(self, ctx, g):
         if isinstance(g, RowTensor):     # a sparse table's copies: every rank's rows, gathered
-            return (_gathered_rows(ctx.comm, ctx.xp, g),)
-        return (ctx.comm.allreduce(_contiguous(ctx.xp, g), "sum"),)
-
-
-def _gathered_rows(comm, xp, grad):
-    """The ``RowTensor`` of every rank's rows of ``grad`` (a sum, once an optimizer merges
-    the repeated ids)."""
-    device = grad.device
-    indices = xp.ascontiguousarray(grad.indices.data.astype("int64", copy=False))
-    values = xp.ascontiguousarray(grad.values.data)
-    all_indices, _ = comm.allgatherv(indices)
-    all_values, _ = comm.allgatherv(values.reshape(-1))
-    rows = all_values.reshape((-1,) + tuple(grad.dense_shape[1:]))
-    return RowTensor(Tensor._make(all_indices, device), Tensor._make(rows, device),
-                     grad.dense_shape)
+            return (gather_rows(ctx.comm, g),)
+        return (ctx.comm.allreduce(contiguous(g), "sum"),)
 
 
 # ---- functional forms -------------------------------------------------------------------------
@@ -412,6 +385,29 @@ _all_reduce, _all_gather = AllReduce(group=_FUNCTIONAL), AllGather(group=_FUNCTI
 _reduce_scatter, _all_to_all = ReduceScatter(group=_FUNCTIONAL), AllToAll(group=_FUNCTIONAL)
 _broadcast = Broadcast(group=_FUNCTIONAL)
 _mirror = Mirror(group=_FUNCTIONAL)
+_INSERTED = {"all_reduce": _all_reduce, "all_gather": _all_gather,
+             "reduce_scatter": _reduce_scatter, "all_to_all": _all_to_all,
+             "broadcast": _broadcast, "mirror": _mirror}
+
+
+def run_inserted(kind, x, comm, **settings):
+    """The collective ``kind`` (a key of the functional forms: "all_reduce", "all_gather",
+    "reduce_scatter", "all_to_all", "broadcast", "mirror") on ``x`` over the Communicator
+    ``comm``, run directly (``Primitive.run``): how an executor inserts communication from
+    inside its own primitive hook, which ``apply`` would enter again. ``settings`` are the
+    primitive's own (``op``, ``axis``, ``split_axis`` and ``concat_axis``, ``root``).
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist.communication import run_ranks
+    >>> run_ranks(2, lambda comm: run_inserted("all_gather", ms.Tensor([comm.rank + 1.0]),
+    ...                                        comm, axis=0).asnumpy().tolist())
+    [[1.0, 2.0], [1.0, 2.0]]
+    """
+    prim = _INSERTED.get(kind)
+    if prim is None:
+        raise ValueError(f"run_inserted: unknown collective {kind!r}; expected one of "
+                         f"{sorted(_INSERTED)}")
+    return prim.run(x, comm=comm, **settings)
 
 
 def mirror(x, group=None):

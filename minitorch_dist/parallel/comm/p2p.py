@@ -17,6 +17,8 @@ tensor of this stage's graph; its backward puts the input gradient in the outbox
 import numpy as np
 
 from ...backend import get_device
+from ...backend.arrays import contiguous
+from ...backend.dtypes import WIRE_DTYPES, dtype_code, dtype_from_code
 from ...communication.communicator import Request
 from ...ops.primitive import Primitive
 from ...tensor import Tensor
@@ -26,15 +28,7 @@ __all__ = ["Channel", "Mailbox", "Send", "Recv"]
 MAX_TENSORS = 8          # activations crossing one stage border
 MAX_DIMS = 8
 HEADER_LEN = 1 + MAX_TENSORS * (3 + MAX_DIMS)
-_DTYPES = [np.dtype(t) for t in ("float32", "float64", "float16", "int32", "int64", "bool",
-                                 "uint8", "int8", "uint32", "int16")]
 _KIND_HEADER, _KIND_ACTIVATION, _KIND_GRADIENT = range(3)
-
-
-def contiguous(array):
-    """``array`` as a C-contiguous buffer, copied only when needed (0-d stays 0-d, unlike
-    ``ascontiguousarray``)."""
-    return array if array.flags.c_contiguous else array.copy()
 
 
 class Mailbox:
@@ -97,9 +91,8 @@ class Channel:
 
     def __init__(self, communicator, num_stages):
         self.comm = communicator
-        # Headers, and any array staged through host memory, go over the host communicator
-        # (the one that bootstrapped NCCL, or the communicator itself).
-        self.host = getattr(communicator, "bootstrap", None) or communicator
+        # Headers, and any array staged through host memory, go over the host communicator.
+        self.host = communicator.host_communicator
         self.num_stages = num_stages
 
     def _tag(self, boundary, microbatch, kind, index):
@@ -168,12 +161,13 @@ def pack_header(arrays, devices, where):
     header = np.zeros(HEADER_LEN, np.int64)
     header[0] = len(arrays)
     for i, (array, device) in enumerate(zip(arrays, devices)):
-        if array.ndim > MAX_DIMS or array.dtype not in _DTYPES:
+        code = dtype_code(array.dtype, default=None)
+        if array.ndim > MAX_DIMS or code is None:
             raise TypeError(f"a tensor of dtype {array.dtype} and {array.ndim} dims cannot "
                             f"cross {where} (at most {MAX_DIMS} dims, dtypes "
-                            f"{[str(d) for d in _DTYPES]})")
+                            f"{[str(d) for d in WIRE_DTYPES]})")
         base = 1 + i * (3 + MAX_DIMS)
-        header[base:base + 3] = (_DTYPES.index(array.dtype), int(device.is_host), array.ndim)
+        header[base:base + 3] = (code, int(device.is_host), array.ndim)
         header[base + 3:base + 3 + array.ndim] = array.shape
     return header
 
@@ -188,8 +182,8 @@ def unpack_header(header):
         device = get_device("CPU") if on_host else get_device(None)
         if not on_host and device.is_host:
             device = get_device("GPU")
-        out.append((tuple(int(v) for v in header[base + 3:base + 3 + ndim]), _DTYPES[code],
-                    device))
+        out.append((tuple(int(v) for v in header[base + 3:base + 3 + ndim]),
+                    dtype_from_code(code), device))
     return out
 
 

@@ -4,8 +4,10 @@ dtypes travel first in a small header: the other stages never computed these ten
 import numpy as np
 
 from ...backend import get_device
+from ...backend.arrays import contiguous
 from ...tensor import Tensor
-from ..comm.p2p import HEADER_LEN, contiguous, pack_header, unpack_header
+from ..comm.collectives import communicator_for
+from ..comm.p2p import HEADER_LEN, pack_header, unpack_header
 
 __all__ = ["broadcast_values"]
 
@@ -15,23 +17,19 @@ def broadcast_values(topology, values):
     rank's pipeline replica, as Tensors."""
     comm = topology.pipeline_group()
     root = topology.stages - 1
-    host = getattr(comm, "bootstrap", None) or comm
     if comm.rank == root:
         arrays = [contiguous(v.data if isinstance(v, Tensor) else v) for v in values]
         devices = [v.device if isinstance(v, Tensor) else get_device("CPU") for v in values]
         header = pack_header(arrays, devices, "from the last stage")
     else:
         header = np.empty(HEADER_LEN, np.int64)
-    host.broadcast(header, root)
+    comm.host_communicator.broadcast(header, root)
     out = []
     for i, (shape, dtype, device) in enumerate(unpack_header(header)):
         if comm.rank == root:
             array, device = arrays[i], devices[i]
         else:
             array = device.xp.empty(shape, dtype)
-        if device.is_host or (host is comm and device.virtual):
-            host.broadcast(array, root)
-        else:                      # a real device array: NCCL's own broadcast moves it
-            comm.broadcast(array, root)
+        communicator_for(comm, device).broadcast(array, root)
         out.append(Tensor._make(array, device))
     return out

@@ -39,8 +39,10 @@ from ....backend import get_device
 from ....ops import embedding, indexing
 from ....ops.arithmetic import Mul
 from ....tensor import Tensor
+from ....ops.axes import normalize_axis
 from .base import ALL_REDUCE, CommStep, Grid, Rule, ShardPlan, register
 from .elementwise import _maps_at
+from .errors import ShardingError
 
 __all__ = ["GatherRule"]
 
@@ -103,11 +105,9 @@ class GatherRule(Rule):
     def _axis(call):
         if isinstance(call.prim, embedding.EmbeddingLookup):
             return 0
-        axis = call.value("axis", 2, 0)
-        ndim = len(call.in_shapes[0])
-        if not isinstance(axis, int) or not -ndim <= axis < ndim:
-            raise call.error(f"axis {axis!r} is out of range for a table of shape {call.in_shapes[0]}")
-        return axis % ndim
+        shape = call.in_shapes[0]
+        return normalize_axis(call.value("axis", 2, 0), len(shape), call.name, shape,
+                              ShardingError)
 
     @staticmethod
     def _ids_shape(call):

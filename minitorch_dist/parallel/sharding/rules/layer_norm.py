@@ -22,8 +22,10 @@ and their mirrors sum them over the ranks that hold the same slice.
 (((2, 1, 0), (1, 0), (1, 0)), ((2, 1, 0), (2, 1, -1), (2, 1, -1)))
 """
 from ....ops import layer_norm
+from ....ops.axes import normalize_axis
 from .base import Grid, Rule, ShardPlan, register
 from .elementwise import _maps_at
+from .errors import ShardingError
 
 __all__ = ["LayerNormRule"]
 
@@ -34,14 +36,10 @@ class LayerNormRule(Rule):
     @staticmethod
     def _axes(call):
         """(begin_norm_axis, begin_params_axis) as non-negative dimensions of x."""
-        ndim = len(call.shapes[0])
-        out = []
-        for name in ("begin_norm_axis", "begin_params_axis"):
-            axis = getattr(call.prim, name)
-            if not -ndim <= axis < ndim:
-                raise call.error(f"{name} {axis} is out of range for x of shape {call.shapes[0]}")
-            out.append(axis % ndim)
-        return tuple(out)
+        shape = call.shapes[0]
+        return tuple(normalize_axis(getattr(call.prim, name), len(shape), call.name, shape,
+                                    ShardingError, what=name)
+                     for name in ("begin_norm_axis", "begin_params_axis"))
 
     def check_call(self, call):
         call.need_tensors(3, "x, gamma, beta")

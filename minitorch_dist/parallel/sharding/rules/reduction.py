@@ -24,8 +24,10 @@ an index cannot be combined across ranks without its value.
 (((1,),), ['AllReduce(mean) over device-matrix axes (0,) on output 0'])
 """
 from ....ops import reduction, selection
+from ....ops.axes import normalize_axis
 from .base import ALL_REDUCE, CommStep, Grid, OneTensorRule, ShardPlan, register
 from .elementwise import _maps_at
+from .errors import ShardingError
 
 __all__ = ["ReduceRule", "ArgReduceRule", "ArgMaxWithValueRule", "reduced_axes"]
 
@@ -38,12 +40,9 @@ def reduced_axes(call, axis, ndim):
     if axis is None or axis == ():
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    out = []
-    for a in axes:
-        if not isinstance(a, int) or not -max(ndim, 1) <= a < max(ndim, 1):
-            raise call.error(f"axis {axis!r} is out of range for a tensor with {ndim} dimensions")
-        out.append(a % ndim if ndim else 0)
-    return tuple(sorted(set(out)))
+    # a 0-d tensor takes axis 0 or -1 (its one element)
+    return tuple(sorted({normalize_axis(a, max(ndim, 1), call.name, error=ShardingError)
+                         for a in axes}))
 
 
 class ReduceRule(OneTensorRule):

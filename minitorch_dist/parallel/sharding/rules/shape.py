@@ -22,17 +22,13 @@
 import math
 
 from ....ops import shape as shape_ops
+from ....ops.axes import normalize_axis
 from .base import Grid, OneTensorRule, Rule, ShardPlan, keep_inputs, register
 from .elementwise import _maps_at
+from .errors import ShardingError
 
 __all__ = ["ReshapeRule", "TransposeRule", "ExpandDimsRule", "SqueezeRule", "BroadcastToRule",
            "JoinRule", "SplitRule", "reshape_groups"]
-
-
-def _axis(call, axis, ndim):
-    if not isinstance(axis, int) or not -ndim <= axis < ndim:
-        raise call.error(f"axis {axis!r} is out of range (expected {-ndim} <= axis < {ndim})")
-    return axis % ndim
 
 
 class _OneTensor(OneTensorRule):
@@ -180,7 +176,8 @@ class ExpandDimsRule(_OneTensor):
 
     def build(self, call, strategy, world, out_strategy):
         grid, in_map = self.grid_and_map(call, strategy, world)
-        axis = _axis(call, call.value("axis", 1, 0), len(in_map) + 1)
+        axis = normalize_axis(call.value("axis", 1, 0), len(in_map) + 1, call.name,
+                              error=ShardingError)
         out_map = in_map[:axis] + (-1,) + in_map[axis:]
         return ShardPlan(grid.device_matrix, _maps_at(call, {call.positions[0]: in_map}), (out_map,))
 
@@ -196,7 +193,8 @@ class SqueezeRule(_OneTensor):
         axis = call.value("axis", 1, getattr(call.prim, "axis", ()))
         axis = (axis,) if isinstance(axis, int) else tuple(axis or ())
         if axis:
-            drop = tuple(sorted({_axis(call, a, len(shape)) for a in axis}))
+            drop = tuple(sorted({normalize_axis(a, len(shape), call.name, shape, ShardingError)
+                                 for a in axis}))
             wide = [a for a in drop if shape[a] != 1]
             if wide:
                 raise call.error(f"cannot squeeze axis {wide[0]} of size {shape[wide[0]]} of {shape}")
@@ -254,7 +252,8 @@ class JoinRule(Rule):
 
     def _axis(self, call):
         ndim = len(call.shapes[0]) + (1 if isinstance(call.prim, shape_ops.Stack) else 0)
-        return _axis(call, call.value("axis", None, getattr(call.prim, "axis", 0)), ndim)
+        return normalize_axis(call.value("axis", None, getattr(call.prim, "axis", 0)), ndim,
+                              call.name, error=ShardingError)
 
     def check_call(self, call):
         if not call.positions:
@@ -306,7 +305,8 @@ class SplitRule(_OneTensor):
         return int(call.value("output_num", None, getattr(call.prim, "output_num", 1)))
 
     def _axis(self, call):
-        return _axis(call, call.value("axis", 1, getattr(call.prim, "axis", 0)), len(call.shapes[0]))
+        return normalize_axis(call.value("axis", 1, getattr(call.prim, "axis", 0)),
+                              len(call.shapes[0]), call.name, call.shapes[0], ShardingError)
 
     def build(self, call, strategy, world, out_strategy):
         axis = self._axis(call)
