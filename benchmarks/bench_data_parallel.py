@@ -60,19 +60,15 @@ def nonblocking_with_progress():
             return array
         return Request(finish)
 
-    make_sink = bucket_fill.BucketFill._sink
+    on_final = bucket_fill.BucketFill.on_gradient_final
 
-    def poking_sink(self, index, pos, view):
-        sink = make_sink(self, index, pos, view)
-
-        def poked(grad):
-            if live:
-                MPI.Request.Testall(live)
-            return sink(grad)
-        return poked
+    def poking_sink(self, target, grad):
+        if live and id(target) in self.positions:
+            MPI.Request.Testall(live)
+        return on_final(self, target, grad)
 
     MPICommunicator._iallreduce = iallreduce
-    bucket_fill.BucketFill._sink = poking_sink
+    bucket_fill.BucketFill.on_gradient_final = poking_sink
     return MPICommunicator
 
 

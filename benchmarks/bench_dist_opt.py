@@ -152,7 +152,7 @@ def comm_job(args, comm, rank):
     """
     from mpi4py import MPI
     ms, nn, DistOpt, CNN = _model_parts()
-    from minitorch_dist.parallel.data_parallel.bucket_fill import BucketFill
+    from minitorch_dist.parallel.data_parallel.buckets import BucketExchange
     from minitorch_dist.parallel.data_parallel.dist_opt import DEFAULT_THRESHOLD
     ms.set_seed(0)
     params = CNN().trainable_params()
@@ -166,11 +166,11 @@ def comm_job(args, comm, rank):
     prescale, found = 1.0 / dist.world_size, [None] * len(params)
     state = {}
 
-    def fill_bucket():               # what backward's sinks do (launch=False: no allreduce yet)
-        state["fill"] = fill = BucketFill(dist._fused, params, DEFAULT_THRESHOLD,
-                                          prescale=prescale, launch=False)
-        for pos, (p, g) in enumerate(zip(params, grads)):
-            found[pos] = fill.sinks[id(p)](g)
+    def fill_bucket():               # what backward's BucketFill does (launch=False: no allreduce yet)
+        state["fill"] = fill = BucketExchange(dist._fused, params, DEFAULT_THRESHOLD,
+                                              prescale=prescale, launch=False)
+        for pos, g in enumerate(grads):
+            found[pos] = fill.put(pos, g)
 
     def exchange():                  # DistOpt._dense_step after backward (1/2 already applied)
         dist._apply_dense(state["fill"].launch_rest(found), False, 1)

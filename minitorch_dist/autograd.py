@@ -5,11 +5,14 @@ context its forward saved, and its input tensors. ``backward`` walks the nodes i
 topological order, calls each primitive's ``backward`` and hands every input the gradient
 fitted to its shape: broadcast axes summed away and the dtype cast back. That fitting lives
 here, once, so a primitive's backward can return the gradient of its broadcast result.
+Callers that need to watch the pass (data-parallel buckets, pipeline stages) do it through a
+``BackwardObserver`` (``backward_observer.py``), so the loop itself stays the textbook one.
 """
 import functools
 from time import perf_counter
 
 from .backend import half
+from .backward_observer import BackwardObserver, FinalGradients
 from .thread_state import ThreadState
 from .row_tensor import RowTensor
 
@@ -150,35 +153,29 @@ def _topological_nodes(roots):
     return order
 
 
-def run_backward(roots, root_grads, targets=None, retain_graph=False, defer=None,
-                 between=None, sinks=None):
+def run_backward(roots, root_grads, targets=None, retain_graph=False, observer=None):
     """Back-propagate ``root_grads`` (arrays) from ``roots`` (tensors).
 
     With ``targets`` (a list of tensors), return their gradients (arrays, RowTensors or None)
-    and leave every ``.grad`` untouched. Without, accumulate into the ``.grad`` of every leaf
-    tensor that requires grad.
+    and leave every ``.grad`` untouched; only the nodes with a target below them run. Without,
+    accumulate into the ``.grad`` of every leaf tensor that requires grad. The gradients
+    handed out own their memory (a copy is made where one array would be handed out twice).
 
-    ``defer`` (a set of ``id``s of leaf tensors, e.g. a stage's weights) splits the backward
-    in two, as zero-bubble pipelines do: first every other gradient, leaving out the deferred
-    leaves' gradients of primitives that compute them separately (``split_backward``); then
-    ``between()`` (a pipeline stage sends its input gradient here, early); then those weight
-    gradients, from the same incoming gradients. The results are the same as without.
+    ``observer`` (a ``BackwardObserver``, see ``backward_observer.py``) watches or steers the
+    pass: data-parallel buckets take each target's gradient as soon as it is final, and a
+    pipeline stage holds its weight gradients back until its input gradient is sent.
 
-    ``sinks`` (``{id(target): fn}``, with ``targets``) hands a target's gradient to
-    ``fn(grad)`` as soon as it is final (every node that consumes the target has run), while
-    backward goes on: a data-parallel caller writes it into a communication buffer and starts
-    sending it. ``fn`` returns the array to return for that target (which must be its own
-    memory: it is not copied) or None to keep ``grad``. It is not called for a target that
-    gets no gradient. Not combinable with ``defer`` (a deferred gradient is final only after
-    ``between``).
+    >>> import numpy as np
+    >>> import minitorch_dist as ms
+    >>> w = ms.Tensor(np.array([3.0], np.float32), requires_grad=True)
+    >>> run_backward([w * w], [np.ones(1, np.float32)], targets=[w])[0].tolist()
+    [6.0]
     """
+    observer = _NO_OBSERVER if observer is None else observer
     pending = {}   # (node, output index) -> gradient
-    leaves = {}    # id(leaf) -> [leaf, gradient]
-    later = []     # (node, its output gradients, input positions deferred)
+    leaves = {}    # id(tensor) -> [tensor, gradient], for leaves (or the targets)
+    held = []      # (node, its output gradients, input positions held back)
     target_ids = None if targets is None else {id(t) for t in targets}
-    if sinks and (targets is None or defer):
-        raise ValueError("run_backward: sinks need targets and cannot be combined with defer")
-    sunk, taken_ids = set(), set()   # targets handed to their sink; those it replaced
 
     def deliver(tensor, grad):
         node = tensor.grad_fn
@@ -201,17 +198,7 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False, defer=None
     # With targets, only nodes with a target below them run (a gradient of the wide weights
     # alone skips the deep network's backward, as PyTorch's autograd.grad does).
     useful = None if target_ids is None else _nodes_reaching(nodes, target_ids)
-    final_after = _last_consumers(nodes, sinks) if sinks else {}
-
-    def flush(ids):
-        for tid in ids:
-            entry = leaves.get(tid)
-            if entry is not None and tid not in sunk:
-                sunk.add(tid)
-                taken = sinks[tid](entry[1])
-                if taken is not None:
-                    entry[1] = taken
-                    taken_ids.add(tid)
+    finals = FinalGradients(observer, nodes, targets, leaves)
 
     for index, node in enumerate(nodes):
         if node.ctx is None:
@@ -223,31 +210,35 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False, defer=None
             continue
         out_grads = _output_gradients(node, pending)
         if out_grads is not None:
-            deferred = _deferred_inputs(node, defer)
-            if deferred:
-                later.append((node, out_grads, deferred))   # weight gradients after between()
-            pruned = () if useful is None or node.prim.backward_always_runs else \
-                _inputs_off_path(node, target_ids, useful)
-            _call_backward(node, out_grads, deliver, skip=deferred + pruned)
-            if not retain_graph and not deferred:
+            hold = tuple(observer.deferred_inputs(node))
+            if hold:
+                held.append((node, out_grads, hold))
+                finals.hold(node, hold)
+            skip = hold + _inputs_off_path(node, target_ids, useful)
+            _call_backward(node, out_grads, deliver, skip=skip)
+            if not retain_graph and not hold:
                 node.ctx = None
-        if index in final_after:
-            flush(final_after.pop(index))
+        finals.after(index)
 
-    if later and between is not None:
-        between()
-    for node, out_grads, deferred in later:
-        _call_backward(node, out_grads, deliver, only=deferred)
+    if held:
+        observer.before_deferred()
+    for node, out_grads, hold in held:
+        _call_backward(node, out_grads, deliver, only=hold)
         if not retain_graph:
             node.ctx = None
+    finals.report_rest()
+    return _hand_out(leaves, targets, root_grads, finals.taken)
 
-    # The gradients handed out must own their memory: optimizers and reducers update them in
-    # place, and Add's backward (for one) gives the same array to both of its inputs.
-    if sinks:   # targets with no consumer (a root, say) or whose consumers were skipped
-        flush([tid for tid in sinks if tid in leaves])
+
+def _hand_out(leaves, targets, root_grads, taken):
+    """The targets' gradients, or None after accumulating into every leaf's ``.grad``.
+
+    The gradients handed out must own their memory: optimizers and reducers update them in
+    place, and Add's backward (for one) gives the same array to both of its inputs. Those an
+    observer replaced (``taken``) are its own memory and are handed out as they are."""
     claimed = {id(_memory_owner(g)): g for g in root_grads if not isinstance(g, RowTensor)}
     for tid, entry in leaves.items():
-        if tid not in taken_ids:       # a sink's array is its own memory, handed out as is
+        if tid not in taken:
             entry[1] = _own(entry[1], claimed, entry[0].device.xp)
     if targets is not None:
         return [leaves[id(t)][1] if id(t) in leaves else None for t in targets]
@@ -275,19 +266,6 @@ def _output_gradients(node, pending):
                  for g, (shape, dtype) in zip(out_grads, node.out_meta))
 
 
-def _last_consumers(nodes, sinks):
-    """``{node index: [target ids]}``: after which node each sink target's gradient is final."""
-    last = {}
-    for index, node in enumerate(nodes):
-        for inp in node.inputs:
-            if inp is not None and id(inp) in sinks:
-                last[id(inp)] = index
-    by_index = {}
-    for tid, index in last.items():
-        by_index.setdefault(index, []).append(tid)
-    return by_index
-
-
 def _nodes_reaching(nodes, target_ids):
     """The nodes (of ``nodes``, consumers first) from which some target is reached, and
     those whose backward always runs (pipeline send/recv), with every node on the way."""
@@ -304,18 +282,12 @@ def _nodes_reaching(nodes, target_ids):
 
 
 def _inputs_off_path(node, target_ids, useful):
-    """Positions of ``node``'s inputs whose gradient reaches no target: not computed."""
-    return tuple(i for i, t in enumerate(node.inputs)
-                 if t is not None and id(t) not in target_ids and t.grad_fn not in useful)
-
-
-def _deferred_inputs(node, defer):
-    """Positions of ``node``'s inputs whose gradients wait for the second half of a split
-    backward (empty when nothing is deferred)."""
-    if not defer or not node.prim.split_backward:
+    """Positions of ``node``'s inputs whose gradient reaches no target: not computed (none
+    without targets, or for a node whose backward always runs)."""
+    if useful is None or node.prim.backward_always_runs:
         return ()
     return tuple(i for i, t in enumerate(node.inputs)
-                 if t is not None and id(t) in defer and node.ctx.needs_input_grad[i])
+                 if t is not None and id(t) not in target_ids and t.grad_fn not in useful)
 
 
 def _call_backward(node, out_grads, deliver, skip=(), only=None):
@@ -364,3 +336,6 @@ def _own(grad, claimed, xp):
 
 class _RootPrim:
     name = "backward"
+
+
+_NO_OBSERVER = BackwardObserver()

@@ -517,11 +517,12 @@ def test_pow_gradient_at_zero_base_is_finite():
 
 
 # ---- split backward (zero-bubble pipelines: input gradients first, weights after) -----------
-def test_split_backward_gives_the_same_gradients_and_calls_between_first():
+def test_split_backward_gives_the_same_gradients_and_calls_before_first():
     import numpy as np
     import minitorch_dist as ms
     from minitorch_dist import ops
     from minitorch_dist.autograd import run_backward
+    from minitorch_dist.backward_observer import DeferGradients
     from minitorch_dist.ops.matmul import BatchMatMul
 
     rng = np.random.default_rng(0)
@@ -543,10 +544,11 @@ def test_split_backward_gives_the_same_gradients_and_calls_between_first():
     BatchMatMul.backward = spy
     try:
         split = run_backward([loss()], [np.ones((), np.float32)], targets=[x, w1, w2],
-                             defer={id(w1), id(w2)}, between=lambda: events.append("between"))
+                             observer=DeferGradients([w1, w2],
+                                                     before=lambda: events.append("between")))
     finally:
         BatchMatMul.backward = original
     for a, b in zip(plain, split):
         np.testing.assert_array_equal(a, b)
-    # input gradients only, then between(), then weight gradients only
+    # input gradients only, then before(), then weight gradients only
     assert events == [(True, False), (True, False), "between", (False, True), (False, True)]

@@ -1,9 +1,10 @@
-"""Backward writes gradients straight into DistOpt's fused buckets (``BucketFill``).
+"""Backward writes gradients straight into DistOpt's fused buckets (``BucketFill``, a
+backward observer feeding a ``BucketExchange``).
 
 ``backward_and_update*`` must give bit for bit what ``step(backward(loss))`` gives (which
-packs afterwards), for every option, bucket layout and loss scale; nothing may be packed
-afterwards; a bucket is launched as soon as its last gradient is final; and the launch order
-is the same on every rank even when a parameter has no gradient on some rank."""
+writes the slots afterwards), for every option, bucket layout and loss scale; nothing may be
+written after backward; a bucket is launched as soon as its last gradient is final; and the
+launch order is the same on every rank even when a parameter has no gradient on some rank."""
 import threading
 
 import numpy as np
@@ -13,8 +14,10 @@ import minitorch_dist as ms
 from minitorch_dist import nn
 from minitorch_dist.communication import run_ranks
 from minitorch_dist.parallel import DistOpt
-from minitorch_dist.parallel.data_parallel import buckets, dist_opt
+from minitorch_dist import autograd
+from minitorch_dist.parallel.data_parallel import buckets
 from minitorch_dist.parallel.data_parallel.bucket_fill import BucketFill
+from minitorch_dist.parallel.data_parallel.buckets import BucketExchange
 
 # three layers; with BUFF and THRESHOLD: W1 (30 > a 16-float bucket) alone, b1 + W2 fused,
 # W3 (32 >= threshold) alone, b3 fills a bucket by itself
@@ -118,34 +121,51 @@ def test_dp_with_filled_buckets_equals_one_process_on_the_full_batch():
             np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
 
 
-def test_nothing_is_packed_after_backward(monkeypatch):
-    calls = []
-    for module in (buckets, dist_opt):
-        original = module.pack
-        monkeypatch.setattr(module, "pack", lambda *a, _f=original, **k: calls.append(
-            threading.get_ident()) or _f(*a, **k))
+def test_nothing_is_written_into_a_bucket_after_backward(monkeypatch):
+    """Every slot write of ``backward_and_*`` happens inside backward; ``step(grads)``, handed
+    arrays, writes them all afterwards."""
+    inside, writes = set(), []         # threads (ranks) now in backward; (thread, inside?)
+    original_backward, original_write = autograd.run_backward, buckets.write_slot
+
+    def run_backward(*args, **kwargs):
+        inside.add(threading.get_ident())
+        try:
+            return original_backward(*args, **kwargs)
+        finally:
+            inside.discard(threading.get_ident())
+
+    def write_slot(*args, **kwargs):
+        writes.append((threading.get_ident(), threading.get_ident() in inside))
+        return original_write(*args, **kwargs)
+    monkeypatch.setattr(autograd, "run_backward", run_backward)
+    monkeypatch.setattr(buckets, "write_slot", write_slot)
 
     def run(comm):
         params = make_params(comm.rank)
         opt = DistOpt(nn.SGD(params, 0.1), communicator=comm)   # one fused bucket
         mine = threading.get_ident()       # ranks are threads: count this one's calls
-        before = calls.count(mine)         # construction packs its broadcast
+        start = len(writes)                # (other ranks append too: filter by thread)
         opt.backward_and_update(loss_of(params, comm.rank, 0))
         opt.backward_and_sparse_update(loss_of(params, comm.rank, 1), spars=0.5, topK=True)
-        after = calls.count(mine)
-        opt.step(opt.backward(loss_of(params, comm.rank, 2)))     # the packing path does
-        return after - before, calls.count(mine) - after
-    assert run_ranks(2, run, timeout=TIMEOUT) == [(0, 1), (0, 1)]   # one bucket, one pack
+        filled = [w for t, w in writes[start:] if t == mine]
+        start = len(writes)
+        opt.step(opt.backward(loss_of(params, comm.rank, 2)))
+        packed = [w for t, w in writes[start:] if t == mine]
+        return filled.count(True), filled.count(False), packed.count(True), packed.count(False)
+    n = len(SHAPES)
+    assert run_ranks(2, run, timeout=TIMEOUT) == [(2 * n, 0, 0, n)] * 2
 
 
 def test_the_gradients_are_the_slots_of_one_buffer():
     def run(comm):
         params = make_params(comm.rank)
         opt = DistOpt(nn.SGD(params, 0.1), communicator=comm)
-        fill = BucketFill(opt._fused, params, THRESHOLD * 1000, launch=False, tag="probe")
-        grads = fill.complete(opt._run_backward(loss_of(params, comm.rank, 0), fill.sinks))
-        flat = opt._fused.buffer("probe", fill.plan[0][0], params[0].device, np.float32)
-        assert len(fill.plan) == 1 and all(np.shares_memory(g, flat) for g in grads)
+        exchange = BucketExchange(opt._fused, params, THRESHOLD * 1000, launch=False,
+                                  tag="probe")
+        grads = exchange.complete(opt._run_backward(loss_of(params, comm.rank, 0),
+                                                    BucketFill(exchange)))
+        flat = opt._fused.buffer("probe", exchange.plan[0][0], params[0].device, np.float32)
+        assert len(exchange.plan) == 1 and all(np.shares_memory(g, flat) for g in grads)
         want = opt.backward(loss_of(params, comm.rank, 0))
         return all(np.array_equal(g, w) for g, w in zip(grads, want))
     assert run_ranks(2, run, timeout=TIMEOUT) == [True, True]
@@ -153,14 +173,11 @@ def test_the_gradients_are_the_slots_of_one_buffer():
 
 def test_a_bucket_is_launched_as_soon_as_its_last_gradient_is_final(monkeypatch):
     log = []
-    original_sink = BucketFill._sink
-
-    def logged_sink(self, index, pos, view):
-        sink = original_sink(self, index, pos, view)
-        return lambda g: log.append(("grad", pos)) or sink(g)
-    monkeypatch.setattr(BucketFill, "_sink", logged_sink)
-    original_launch = BucketFill._launch
-    monkeypatch.setattr(BucketFill, "_launch", lambda self, index, grads: log.append(
+    original_put = BucketExchange.put
+    monkeypatch.setattr(BucketExchange, "put", lambda self, pos, grad: log.append(
+        ("grad", pos)) or original_put(self, pos, grad))
+    original_launch = BucketExchange._launch
+    monkeypatch.setattr(BucketExchange, "_launch", lambda self, index, grads: log.append(
         ("launch", self.plan[index][0].members)) or original_launch(self, index, grads))
 
     def run(comm):

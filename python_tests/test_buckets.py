@@ -5,9 +5,11 @@ import pytest
 
 import minitorch_dist as ms
 from minitorch_dist.communication import run_ranks
-from minitorch_dist.parallel.data_parallel.buckets import (Bucket, BucketedAllreduce, cast_from_half,
-                                             cast_to_half, fused_broadcast, launch_allreduce,
-                                             pack, plan_buckets, unpack)
+from minitorch_dist.parallel.data_parallel.buckets import (Bucket, BucketedAllreduce,
+                                                          BucketExchange, cast_from_half,
+                                                          cast_to_half, fused_broadcast,
+                                                          launch_allreduce, pack, plan_buckets,
+                                                          unpack, wire_bound)
 
 
 def layout(buckets):
@@ -222,3 +224,80 @@ def test_fused_broadcast_copies_root_values_in_place():
         np.testing.assert_array_equal(arrays[0], np.ones((2, 3)))
         np.testing.assert_array_equal(arrays[1], np.full(4, 10.0))
         np.testing.assert_array_equal(arrays[2], np.full(1, 1.5))
+
+
+# ---- the one bucket path ----------------------------------------------------------------------
+def test_the_float16_clip_bound_is_rounded_and_never_past_the_largest_half():
+    assert wire_bound(None) is None
+    assert wire_bound(1e9) == 65504.0 == float(np.finfo(np.float16).max)
+    assert wire_bound(0.1) == float(np.float16(0.1))
+    params = _params([((3,), np.float32)])
+    exchange = BucketExchange(BucketedAllreduce(None, 64), params, 100, half=True, clip=1e9,
+                              launch=False)
+    slot = exchange.put(0, np.array([1e30, -1e30, 2.0], np.float32))
+    np.testing.assert_array_equal(slot, np.array([65504.0, -65504.0, 2.0], np.float16))
+
+
+def test_the_grad_reducer_and_dist_opt_take_the_one_exchange(monkeypatch):
+    """DistributedGradReducer (hence TrainOneStepCell) and DistOpt, packing or filling during
+    backward, all launch their dense buckets through ``BucketExchange``."""
+    from minitorch_dist import nn
+    from minitorch_dist.parallel import DistOpt, DistributedGradReducer
+    launched = []
+    original = BucketExchange._launch
+    monkeypatch.setattr(BucketExchange, "_launch", lambda self, index, grads: launched.append(
+        self.owner) or original(self, index, grads))
+
+    def run(comm):
+        w = ms.Parameter(ms.Tensor(np.ones(3, np.float32)), name="w")
+        DistributedGradReducer([w], communicator=comm)((ms.Tensor(np.ones(3, np.float32)),))
+        opt = DistOpt(nn.SGD([w], 0.1), communicator=comm)
+        opt.step([np.ones(3, np.float32)])
+        opt((w * w).sum())
+    run_ranks(2, run)
+    assert sorted(launched) == ["DistOpt"] * 4 + ["DistributedGradReducer"] * 2
+
+
+def test_fresh_buffers_are_new_memory_each_call_and_kept_ones_are_reused():
+    spec = [((3,), np.float32), ((2,), np.float32)]
+
+    def run(comm):
+        params = _params(spec)
+        reducer = BucketedAllreduce(comm, buff_size=64)
+        grads = [np.ones(s, d) for s, d in spec]
+        flats = []
+        for fresh in (True, True, False, False):
+            (item,) = reducer.start(params, grads, threshold=40, fresh=fresh)
+            flats.append(reducer.finish(params, item, divisor=1)[0])
+        return flats
+
+    for a, b, c, d in run_ranks(2, run):
+        assert not np.shares_memory(a, b) and c is d
+        np.testing.assert_array_equal(a, np.full(5, 2.0, np.float32))
+
+
+def test_packing_and_filling_during_backward_write_the_same_bits():
+    """``start`` (arrays handed in) and a ``BucketFill`` observer (gradients as they become
+    final) fill the same slots: the same wire bytes, fp32 and fp16 with clipping."""
+    from minitorch_dist.autograd import run_backward
+    from minitorch_dist.parallel.data_parallel.bucket_fill import BucketFill
+    rng = np.random.default_rng(3)
+    params = [ms.Parameter(ms.Tensor(rng.standard_normal(s).astype(np.float32)), name=f"q{i}")
+              for i, s in enumerate([(4, 3), (3,), (3, 2)])]
+    x = ms.Tensor(rng.standard_normal((5, 4)).astype(np.float32))
+
+    def loss():
+        h = ms.ops.matmul(x, params[0]) + params[1]
+        return (ms.ops.matmul(h.tanh(), params[2]) ** 2).sum() * 300.0
+
+    grads = run_backward([loss()], [np.ones((), np.float32)], targets=params)
+    for half, clip in ((False, None), (True, 50.0)):
+        fused = BucketedAllreduce(None, buff_size=256)
+        packed = BucketExchange(fused, params, 100, half, 0.5, clip, launch=False, tag="a")
+        packed.complete(grads)
+        filled = BucketExchange(fused, params, 100, half, 0.5, clip, launch=False, tag="b")
+        run_backward([loss()], [np.ones((), np.float32)], targets=params,
+                     observer=BucketFill(filled))
+        assert filled.filled == {0, 1, 2}
+        for a, b in zip(packed.buffers, filled.buffers):
+            assert a.tobytes() == b.tobytes()

@@ -171,10 +171,11 @@ def test_buckets_are_all_launched_before_the_first_wait_and_updated_as_they_arri
     sgd.update = lambda p, g: log.append(("update", int(p))) or original(p, g)
     opt = DistOpt(sgd, communicator=_RecordingComm(log), buffSize=BUFF)
     opt.step(rank_grads(0, 0), threshold=THRESHOLD)
-    # plan: p0 (30 > a 16-float bucket) alone, p2 (40 >= threshold) alone, p1 + p3 fused
-    assert log == [("launch", 30), ("launch", 40), ("launch", 11),
-                   ("wait", 30), ("update", 0), ("wait", 40), ("update", 2),
-                   ("wait", 11), ("update", 1), ("update", 3)]
+    # plan: p0 (30 > a 16-float bucket) alone, p2 (40 >= threshold) alone, p1 + p3 fused;
+    # launched in the one fixed order (the fused bucket first, then alone from the end)
+    assert log == [("launch", 11), ("launch", 40), ("launch", 30),
+                   ("wait", 11), ("update", 1), ("update", 3), ("wait", 40), ("update", 2),
+                   ("wait", 30), ("update", 0)]
 
 
 # ---- fp16 -----------------------------------------------------------------------------------

@@ -17,10 +17,10 @@ import warnings
 
 import numpy as np
 
-from .. import autograd
 from ..parallel.data_parallel.dist_opt import DistOpt as CoreDistOpt
 from ..tensor import Tensor as CoreTensor
 from . import tape as _tape
+from .optimizer import SGD, Optimizer, _tape_gradients
 from .unsupported import not_supported
 
 __all__ = ["DistOpt"]
@@ -43,7 +43,6 @@ class DistOpt(CoreDistOpt):
 
     def __init__(self, opt=None, nccl_id=None, local_rank=None, world_size=None,
                  buffSize=4194304, **kwargs):
-        from .opt import SGD, Optimizer
         call = "opt.DistOpt"
         if opt is None:
             opt = SGD()
@@ -136,15 +135,13 @@ class DistOpt(CoreDistOpt):
             self._bind_at_first_loss(loss)
         return super()._step(grads, loss, *args, **kwargs)
 
-    def _run_backward(self, loss, sinks=None):
+    def _run_backward(self, loss, observer=None):
         """The core's backward, SINGA's way: the gradients read from the tape, each handed
-        to its sink (the core's buckets) afterwards."""
-        from .opt import _tape_gradients
+        to the observer (the core's buckets) afterwards, as backward would."""
         grads, _ = _tape_gradients(loss, self.parameters, "opt.DistOpt", self._scale())
         for pos, (param, grad) in enumerate(zip(self.parameters, grads)):
-            sink = (sinks or {}).get(id(param))
-            if sink is not None and grad is not None:
-                taken = sink(grad)
+            if observer is not None and grad is not None:
+                taken = observer.on_gradient_final(param, grad)
                 grads[pos] = grad if taken is None else taken
         return grads
 
@@ -157,9 +154,7 @@ class DistOpt(CoreDistOpt):
 
     # ---- SINGA's low-level calls ------------------------------------------------------
     def _host_comm(self):
-        comm = self.communicator
-        bootstrap = getattr(comm, "bootstrap", None) if comm.backend == "nccl" else None
-        return bootstrap or comm
+        return self.communicator.host_communicator
 
     def all_reduce(self, value, op="sum"):
         """Sum (or ``op``) ``value`` over the ranks, in place: a Tensor, its ``.data`` or any

@@ -2,6 +2,7 @@
 
 * ``dist_opt``: SINGA's ``DistOpt`` (fp32, fp16, partial update, sparse top-K/threshold).
 * ``grad_reducer``: MindSpore's ``DistributedGradReducer``.
-* ``buckets``, ``bucket_fill``: gradient fusion into flat buffers and their allreduce.
+* ``buckets``: gradient fusion, the one dense bucket path (plans, slots, the allreduce);
+  ``bucket_fill``: the backward observer that fills the slots as gradients become final.
 * ``sparsification``, ``partial_update``, ``loss_scale``: the options' own arithmetic.
 """

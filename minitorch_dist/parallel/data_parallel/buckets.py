@@ -11,11 +11,16 @@ Horovod's tensor fusion, PyTorch DDP's buckets):
 * a gradient bigger than a whole bucket is also sent alone, so no buffer can overflow (SINGA
   copied such tensors into a fixed ``maxSize`` buffer in its fp16 and sparse paths).
 
-``BucketedAllreduce`` keeps the plans and the buffers between steps and launches one
-nonblocking allreduce per bucket as soon as it is packed, so the network works on bucket
-``j`` while the host packs bucket ``j + 1`` and updates the parameters of bucket ``j - 1``
-(where the communicator cannot progress in the background, MPI, each bucket is reduced by
-the faster blocking call instead: see ``launch_allreduce``).
+``BucketedAllreduce`` keeps the plans and the buffers between steps. ``BucketExchange`` is
+the one path every dense bucketed allreduce takes (DistOpt's options, the
+``DistributedGradReducer`` and so ``TrainOneStepCell``): each gradient is written into its
+slot of its bucket's flat buffer, and a bucket's nonblocking allreduce is launched as soon as
+its last member is in, so the network works on bucket ``j`` while the host fills bucket
+``j + 1`` and updates the parameters of bucket ``j - 1`` (where the communicator cannot
+progress in the background, MPI, each bucket is reduced by the faster blocking call instead:
+see ``launch_allreduce``). The slots can be filled during backward, as each gradient becomes
+final (``bucket_fill.BucketFill``, a backward observer), or from arrays afterwards
+(``BucketedAllreduce.start``); both give the same bits.
 
 >>> [b.members for b in plan_buckets([3, 5, 100, 2], itemsize=4, buff_size=32, threshold=50)]
 [(0, 1), (2,), (3,)]
@@ -27,9 +32,13 @@ import numpy as np
 from ... import kernels
 from ...communication.reduction import array_module
 from ...communication.communicator import Request
+from .grad_arrays import gradient_array
 
-__all__ = ["Bucket", "plan_buckets", "pack", "unpack", "cast_to_half", "cast_from_half",
-           "launch_allreduce", "launch_bucket", "BucketedAllreduce", "fused_broadcast"]
+__all__ = ["Bucket", "plan_buckets", "pack", "unpack", "write_slot", "wire_bound", "HALF_MAX",
+           "cast_to_half", "cast_from_half", "launch_allreduce", "launch_alone",
+           "BucketedAllreduce", "BucketExchange", "fused_broadcast"]
+
+HALF_MAX = float(np.finfo(np.float16).max)      # 65504, the largest finite float16
 
 
 class Bucket:
@@ -95,17 +104,37 @@ def plan_buckets(sizes, itemsize, buff_size, threshold, members=None):
 def pack(bucket, arrays, out, scale=1.0):
     """Copy ``arrays[position] * scale`` of every member into its slice of the flat ``out``
     (None -> 0). Scaling while copying saves a separate pass over the buffer."""
+    xp = array_module(out)
     for pos, start, stop in bucket.slices():
         a = arrays[pos]
-        if a is None:
-            out[start:stop] = 0
-            continue
-        view = out[start:stop].reshape(a.shape)   # no temporary even for non-contiguous input
-        if scale == 1.0:
-            view[...] = a
-        else:
-            array_module(out).multiply(a, scale, out=view, casting="unsafe")
+        # a view shaped like the array: no temporary even for non-contiguous input
+        write_slot(xp, a, out[start:stop] if a is None else out[start:stop].reshape(a.shape),
+                   scale)
     return out
+
+
+def write_slot(xp, grad, slot, scale=1.0, half=False, bound=None):
+    """``slot[...] = grad * scale``, the one way a gradient enters a bucket (None -> zeros).
+
+    ``half``: ``slot`` is float16 (the wire) and is then clamped to ``±bound`` when a bound
+    is given (``wire_bound``)."""
+    if grad is None:
+        slot[...] = 0
+    elif half:
+        cast_to_half(xp, grad, slot, scale)
+        if bound is not None:
+            xp.clip(slot, -bound, bound, out=slot)
+    elif scale == 1.0:
+        slot[...] = grad
+    else:
+        xp.multiply(grad, scale, out=slot, casting="unsafe")
+    return slot
+
+
+def wire_bound(clip):
+    """The float16 clamp for ``clip`` (in wire units): rounded to float16 and never past the
+    largest finite float16 (so clipping never produces inf); None stays None."""
+    return None if clip is None else float(np.float16(min(float(clip), HALF_MAX)))
 
 
 def unpack(bucket, flat, shapes):
@@ -146,38 +175,41 @@ def launch_allreduce(comm, array, out):
     return Request.completed(comm.allreduce(array, out=out))
 
 
-def launch_bucket(comm, bucket, arrays, out, scale=1.0):
-    """Allreduce one bucket of ``arrays`` into the flat ``out``: ``(request, owed)``.
+def launch_alone(comm, grad, out, scale=1.0):
+    """Allreduce one gradient sent alone into the flat ``out``: ``(request, owed)``.
 
-    A gradient sent alone goes on the wire unscaled (as it is when contiguous: no packing
-    copy) and ``owed`` is the ``scale`` still to apply to the result; packed members are
-    multiplied by ``scale`` while packing and ``owed`` is 1. Which one depends only on the
-    plan, never on a rank's own array (a missing or non-contiguous gradient on one rank
-    must not change what the others owe).
+    It goes on the wire unscaled (as it is when contiguous: no packing copy) and ``owed`` is
+    the ``scale`` still to apply to the result. Unscaled whatever the rank's own array looks
+    like: a missing or non-contiguous gradient on one rank must not change what the others
+    owe.
     """
-    g = arrays[bucket.members[0]]
-    if bucket.fused:
-        return launch_allreduce(comm, pack(bucket, arrays, out, scale), out), 1.0
-    if g is not None and g.flags.c_contiguous:
-        return launch_allreduce(comm, g.reshape(-1), out), scale
-    return launch_allreduce(comm, pack(bucket, arrays, out), out), scale
+    if grad is not None and grad.flags.c_contiguous:
+        return launch_allreduce(comm, grad.reshape(-1), out), scale
+    write_slot(array_module(out), grad, out if grad is None else out.reshape(grad.shape))
+    return launch_allreduce(comm, out, out), scale
 
 
 class BucketedAllreduce:
-    """Fused, nonblocking sum-allreduce of one gradient per parameter.
+    """Fused, nonblocking sum-allreduce of one gradient per parameter: plans and buffers.
 
-    ``start`` packs every bucket and launches its allreduce right away; ``finish`` waits
-    for one bucket and returns ``(flat result, [(position, view)])``. Plans and buffers are
-    cached per (threshold, wire dtype): parameter shapes do not change between steps.
-    Gradients are grouped by (device, dtype) first, since one buffer holds one dtype.
+    ``start`` fills and launches every bucket (through a ``BucketExchange``); ``finish``
+    waits for one bucket and returns ``(flat result, [(position, view)])``. Plans and buffers
+    are cached per (threshold, wire dtype, splits): parameter shapes do not change between
+    steps. Gradients are grouped by (device, dtype) first, since one buffer holds one dtype.
+    ``comm_for(device)`` picks the communicator for a device's buckets (default: ``comm``).
     """
 
-    def __init__(self, comm, buff_size):
+    def __init__(self, comm, buff_size, comm_for=None):
         self.comm = comm
         self.buff_size = buff_size
+        self._comm_for = comm_for
         self._plans = {}
         self._buffers = {}
         self._views = {}
+
+    def communicator(self, device):
+        """The communicator that carries the buckets of gradients living on ``device``."""
+        return self.comm if self._comm_for is None else self._comm_for(device)
 
     def plan(self, params, threshold, half=False, splits=()):
         """``[(bucket, device, wire dtype, result dtype)]`` for these parameters.
@@ -220,33 +252,19 @@ class BucketedAllreduce:
             views = self._views[key] = dict(unpack(bucket, flat, shapes))
         return views
 
-    def start(self, params, grads, threshold, half=False, prescale=1.0, clip=None):
-        """Pack and launch every bucket; returns the pending list for ``finish``.
+    def start(self, params, grads, threshold, half=False, prescale=1.0, clip=None, splits=(),
+              fresh=False, owner="DistOpt"):
+        """Fill and launch every bucket of ``grads`` (aligned with ``params``); returns the
+        pending list for ``finish``. The arguments are ``BucketExchange``'s.
 
         ``half``: the wire carries ``float16(grad * prescale)``, clamped to ``±clip`` (in
         wire units) when ``clip`` is given. Otherwise the wire carries ``grad * prescale``
         for packed buckets and the gradient itself for one sent alone (``finish`` applies
         the prescale it still owes).
         """
-        pending = []
-        for bucket, device, wire, dtype in self.plan(params, threshold, half):
-            xp = device.xp
-            send = self.buffer("send", bucket, device, wire)
-            if half:
-                for pos, start, stop in bucket.slices():
-                    g = grads[pos]
-                    if g is None:
-                        send[start:stop] = 0
-                    else:
-                        cast_to_half(xp, g, send[start:stop].reshape(g.shape), prescale)
-                if clip is not None:
-                    bound = float(np.float16(min(float(clip), 65504.0)))
-                    xp.clip(send, -bound, bound, out=send)
-                request, owed = launch_allreduce(self.comm, send, send), 1.0
-            else:
-                request, owed = launch_bucket(self.comm, bucket, grads, send, prescale)
-            pending.append((bucket, device, dtype, half, request, owed))
-        return pending
+        exchange = BucketExchange(self, params, threshold, half, prescale, clip, splits=splits,
+                                  fresh=fresh, owner=owner)
+        return exchange.launch_rest(grads)
 
     def finish(self, params, item, divisor):
         """Wait for one pending bucket; the result (sum / ``divisor``) and per-parameter views."""
@@ -262,6 +280,118 @@ class BucketedAllreduce:
             if divisor != 1:
                 flat /= divisor
         return flat, unpack(bucket, flat, [p.shape for p in params])
+
+
+class BucketExchange:
+    """One step's bucketed allreduce of ``params``' gradients: the one dense bucket path.
+
+    ``put(position, grad)`` writes a gradient into its slot (times ``prescale``; float16 on a
+    ``half`` wire, clamped to ``±clip`` wire units when given) and launches every bucket that
+    is complete. During backward a ``BucketFill`` observer calls it as soon as each gradient
+    is final, while the array is still in cache; ``launch_rest(grads)`` then writes what is
+    missing (gradients passed as arrays, or zeros) and launches the rest, returning the
+    pending list for ``BucketedAllreduce.finish``.
+
+    Launch order is the same on every rank whatever the timing: one fixed sequence (slotted
+    buckets by their last member from the end, the order backward usually completes them,
+    then the gradients sent alone), and a complete bucket waits for the ones before it. A
+    rank where a parameter got no gradient therefore launches late, never in another order.
+
+    A gradient sent alone (``threshold`` elements or more, fp32, ``launch``) gets no slot: it
+    goes out from its own array after backward (until then it may still be shared with the
+    computation of other gradients). ``launch=False`` only fills (every bucket gets slots:
+    top-K and threshold selection read the buffers); ``launch_rest`` still launches.
+    Buffers are ``fused``'s, kept under ``tag``, or new ones with ``fresh`` (the reducer
+    hands its results out). Gradients go through ``gradient_array`` (``owner`` names the
+    caller in its errors).
+    """
+
+    def __init__(self, fused, params, threshold, half=False, prescale=1.0, clip=None,
+                 launch=True, tag="send", splits=(), fresh=False, owner="DistOpt"):
+        self.fused, self.params, self.half, self.prescale = fused, params, half, prescale
+        self.launch, self.owner = launch, owner
+        self.bound = wire_bound(clip)
+        self.plan = fused.plan(params, threshold, half, splits)
+        self.order = self._launch_order()
+        self.missing = [len(entry[0].members) for entry in self.plan]
+        self.filled = set()        # positions whose gradient is in its slot
+        self.pending = {}          # plan index -> pending item for ``finish``
+        self.next = 0              # position in ``order`` of the next bucket to launch
+        self.buffers, self.slots = [], {}    # slots: position -> (plan index, view)
+        shapes = [p.shape for p in params]
+        for index, (bucket, device, wire, _) in enumerate(self.plan):
+            flat = (device.xp.empty(bucket.size, wire) if fresh else
+                    fused.buffer(tag, bucket, device, wire))
+            self.buffers.append(flat)
+            if self._slotted(bucket):
+                views = (dict(unpack(bucket, flat, shapes)) if fresh else
+                         fused.views(tag, bucket, device, wire, shapes))
+                for pos in bucket.members:
+                    self.slots[pos] = (index, views[pos])
+
+    def _launch_order(self):
+        """Plan indices in launch order, the same on every rank: slotted buckets first, by
+        their last member from the end (backward completes the last layers first), then the
+        ones sent alone (those go out only after backward, so they must not hold up the
+        rest)."""
+        def key(index):
+            bucket = self.plan[index][0]
+            return (not self._slotted(bucket), -max(bucket.members))
+        return sorted(range(len(self.plan)), key=key)
+
+    def _slotted(self, bucket):
+        """Whether the bucket's members are written into its buffer (one sent alone in fp32
+        and launched keeps its own array)."""
+        return bucket.fused or self.half or not self.launch
+
+    def put(self, pos, grad):
+        """Write parameter ``pos``'s gradient (None: zeros) into its slot, launch what is
+        ready, and return the slot (the gradient's new home)."""
+        index, slot = self.slots[pos]
+        g = gradient_array(grad, self.params[pos], self.owner)
+        write_slot(self.plan[index][1].xp, g, slot, self.prescale, self.half, self.bound)
+        self.filled.add(pos)
+        self.missing[index] -= 1
+        if self.launch:
+            self._launch_ready()
+        return slot
+
+    def _launch_ready(self):
+        """Launch, in the fixed order, every bucket whose members have all arrived."""
+        while self.next < len(self.order) and self.missing[self.order[self.next]] == 0:
+            self._launch(self.order[self.next], None)
+
+    def _launch(self, index, grads):
+        bucket, device, _, dtype = self.plan[index]
+        comm, flat = self.fused.communicator(device), self.buffers[index]
+        if self._slotted(bucket):
+            request, owed = launch_allreduce(comm, flat, flat), 1.0
+        else:
+            request, owed = launch_alone(comm, grads[bucket.members[0]], flat, self.prescale)
+        self.pending[index] = (bucket, device, dtype, self.half, request, owed)
+        self.next += 1
+
+    def complete(self, grads):
+        """Write every slot still empty from ``grads`` (aligned with the parameters; None:
+        zeros), bucket by bucket in launch order, so each goes out as soon as it is full.
+        Returns the gradients as arrays, every slotted one its slot."""
+        for index in self.order:
+            bucket = self.plan[index][0]
+            if self._slotted(bucket):
+                for pos in bucket.members:
+                    if pos not in self.filled:
+                        self.put(pos, grads[pos])
+        return [self.slots[pos][1] if pos in self.slots else
+                gradient_array(g, p, self.owner)
+                for pos, (g, p) in enumerate(zip(grads, self.params))]
+
+    def launch_rest(self, grads):
+        """``complete(grads)``, then launch every bucket not launched yet (in the fixed
+        order); returns the pending list, in launch order."""
+        grads = self.complete(grads)
+        while self.next < len(self.order):
+            self._launch(self.order[self.next], grads)
+        return [self.pending[index] for index in self.order]
 
 
 def fused_broadcast(comm, arrays_by_device, root=0):

@@ -13,9 +13,10 @@ agree across ranks. Five ways to do it (``step(grads, dist_option=...)`` and the
 
 The ``backward_and_*`` methods run backward themselves, so (like SINGA's generator
 backward) they have it write every gradient straight into its slot of a fused bucket as
-soon as it is final, each bucket's allreduce starting when its last gradient arrives
-(``bucket_fill.py``); ``step(grads)`` packs arrays it is handed instead. Both give the same
-bits.
+soon as it is final, each bucket's allreduce starting when its last gradient arrives (a
+``BucketFill`` observer of backward, ``bucket_fill.py``); ``step(grads)`` writes the arrays
+it is handed into the same slots afterwards. Both take the one bucket path
+(``buckets.BucketExchange``) and give the same bits.
 
 It fixes what SINGA's version got wrong (see ``shared/reference/distopt.md`` section 6):
 rank 0's parameters are broadcast at construction and every rank's model is checked to
@@ -39,12 +40,13 @@ All ranks must call the same methods with the same arguments in the same order (
 import numpy as np
 
 from ... import autograd
+from ...backend.dtypes import UNKNOWN_CODE, dtype_code, dtype_from_code
 from ...communication.communicator import Communicator
 from ...communication.reduction import array_module
 from ...tensor import Tensor
 from .grad_arrays import gradient_array
 from .bucket_fill import BucketFill
-from .buckets import BucketedAllreduce, fused_broadcast, pack, unpack
+from .buckets import BucketedAllreduce, BucketExchange, fused_broadcast, unpack
 from .loss_scale import resolve_loss_scale
 from .partial_update import PartialUpdateSchedule, average_chunk
 from .sparsification import (ErrorFeedback, check_spars, index_dtype, select_threshold,
@@ -55,8 +57,6 @@ __all__ = ["DistOpt", "DIST_OPTIONS"]
 DEFAULT_THRESHOLD = 2097152
 DIST_OPTIONS = ("fp32", "fp16", "partialUpdate", "sparseTopK", "sparseThreshold")
 _ALIASES = {"plain": "fp32", "half": "fp16"}
-_DTYPE_CODES = ("float16", "float32", "float64", "int8", "uint8", "int32", "uint32", "int64",
-                "bool")
 
 
 class DistOpt:
@@ -153,9 +153,9 @@ class DistOpt:
         found = self._run_backward(loss)
         return [gradient_array(g, p, "DistOpt") for g, p in zip(found, self.parameters)]
 
-    def _run_backward(self, loss, sinks=None):
-        """The engine's gradients of ``loss`` for ``opt.parameters``, as they come (``sinks``,
-        ``run_backward``'s, take them into buffers as soon as each one is final)."""
+    def _run_backward(self, loss, observer=None):
+        """The engine's gradients of ``loss`` for ``opt.parameters``, as they come (a
+        ``BucketFill`` ``observer`` takes each into its bucket as soon as it is final)."""
         if not isinstance(loss, Tensor) or not loss.requires_grad:
             raise ValueError("DistOpt.backward: loss must be a Tensor computed from the "
                              "parameters with gradients enabled")
@@ -164,7 +164,7 @@ class DistOpt:
                              f"{loss.shape}")
         seed = loss.device.xp.full(loss.shape, self._scale(), loss.dtype)
         return autograd.run_backward([loss], [seed], targets=list(self.parameters),
-                                     sinks=sinks)
+                                     observer=observer)
 
     def step(self, grads, dist_option="fp32", spars=None, topK=None, corr=True,
              threshold=DEFAULT_THRESHOLD, clipping=False, clip_Value=100):
@@ -178,7 +178,7 @@ class DistOpt:
     def _step(self, grads, loss, dist_option, spars=None, topK=None, corr=True,
               threshold=DEFAULT_THRESHOLD, clipping=False, clip_Value=100):
         """``step`` on ``grads``, or on ``loss``: then backward runs here, writing the gradients
-        into the buckets' buffers (``BucketFill``) instead of arrays packed afterwards."""
+        into the buckets' buffers (``BucketFill``) instead of arrays written afterwards."""
         option = _ALIASES.get(dist_option, dist_option)
         if option not in DIST_OPTIONS:
             raise ValueError(f"DistOpt.step: dist_option must be one of {DIST_OPTIONS}, got "
@@ -244,12 +244,10 @@ class DistOpt:
         prescale = 1.0 / world if early else 1.0
         wire_clip = None if clip is None else clip * scale * prescale
         divisor = scale if early else world * scale
-        if loss is None:
-            pending = self._fused.start(params, grads, threshold, half, prescale, wire_clip)
-        else:           # backward writes into the buckets and launches each one when full
-            fill = BucketFill(self._fused, params, threshold, half, prescale, wire_clip)
-            pending = fill.launch_rest(self._run_backward(loss, fill.sinks))
-        return self._apply_dense(pending, half, divisor)
+        exchange = BucketExchange(self._fused, params, threshold, half, prescale, wire_clip)
+        if loss is not None:    # backward writes into the buckets and launches each one when full
+            grads = self._run_backward(loss, BucketFill(exchange))
+        return self._apply_dense(exchange.launch_rest(grads), half, divisor)
 
     def _apply_dense(self, pending, half, divisor):
         """Wait for each launched bucket, divide by ``divisor`` and update (all buckets first
@@ -295,18 +293,18 @@ class DistOpt:
 
     def _sparse_step(self, grads, loss, threshold, spars, topK, corr):
         params, inv = self.parameters, 1.0 / self._scale()
-        if loss is not None:    # backward writes grad / loss scale into the selection buffers
-            fill = BucketFill(self._fused, params, threshold, prescale=inv, launch=False,
-                              tag="acc")
-            grads = fill.complete(self._run_backward(loss, fill.sinks))
+        # grad / loss scale, written into the selection buffers ("acc"): during backward, or
+        # (arrays handed in) once the loss scale has checked them
+        exchange = BucketExchange(self._fused, params, threshold, prescale=inv, launch=False,
+                                  tag="acc")
+        if loss is not None:
+            grads = exchange.complete(self._run_backward(loss, BucketFill(exchange)))
         if self.loss_scale is not None and not self.loss_scale.update(self._agree_finite(grads)):
             return False
+        exchange.complete(grads)
         shapes = [p.shape for p in params]
-        for bucket, device, _, dtype in self._fused.plan(params, threshold):
+        for (bucket, device, _, dtype), acc in zip(exchange.plan, exchange.buffers):
             xp, n = device.xp, bucket.size
-            acc = self._fused.buffer("acc", bucket, device, dtype)
-            if loss is None:
-                pack(bucket, grads, acc, inv)
             if corr:
                 self._feedback.add_into(bucket, acc)
             if topK:
@@ -407,9 +405,7 @@ def _signature(params, world_size):
     """int64 words: requested world size (-1: none), count, then per parameter dtype, ndim, dims."""
     words = [-1 if world_size is None else int(world_size), len(params)]
     for p in params:
-        name = np.dtype(p.dtype).name
-        words += [_DTYPE_CODES.index(name) if name in _DTYPE_CODES else len(_DTYPE_CODES),
-                  len(p.shape), *p.shape]
+        words += [dtype_code(p.dtype, UNKNOWN_CODE), len(p.shape), *p.shape]
     return np.array(words, np.int64)
 
 
@@ -417,7 +413,7 @@ def _decode(words):
     requested, count, specs, k = int(words[0]), int(words[1]), [], 2
     for _ in range(count):
         code, ndim = int(words[k]), int(words[k + 1])
-        dtype = _DTYPE_CODES[code] if code < len(_DTYPE_CODES) else "other"
+        dtype = str(dtype_from_code(code, default="other"))
         specs.append((tuple(int(d) for d in words[k + 2:k + 2 + ndim]), dtype))
         k += 2 + ndim
     return requested, specs

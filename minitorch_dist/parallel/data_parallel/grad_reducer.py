@@ -4,8 +4,8 @@ Every rank computes gradients on its own shard of the batch; the reducer makes t
 before the optimizer runs:
 
 * dense gradients are summed with fused, nonblocking allreduces (small gradients share one
-  flat buffer, large ones travel alone; see ``buckets.py``), then divided by the number of
-  ranks when ``mean``;
+  flat buffer, large ones travel alone), the one bucket path DistOpt takes too (see
+  ``buckets.py``), then divided by the number of ranks when ``mean``;
 * ``RowTensor`` gradients (embedding lookups) are gathered, not summed: every rank receives
   all ranks' indices and rows (``allgatherv``), so only the touched rows travel and the
   optimizer still sees a sparse gradient;
@@ -32,8 +32,9 @@ import numpy as np
 from ...nn.cell import Cell
 from ...row_tensor import RowTensor
 from ...tensor import Tensor
-from .buckets import BucketedAllreduce, fused_broadcast, launch_bucket, unpack
+from .buckets import BucketedAllreduce, fused_broadcast
 from ..comm.collectives import communicator_for
+from ..comm.rows import gather_rows
 from ..context import get_auto_parallel_context
 from .grad_arrays import gradient_array
 
@@ -91,7 +92,8 @@ class DistributedGradReducer(Cell):
             raise ValueError(f"DistributedGradReducer: fusion_type must be 0 (no fusion) or 1, "
                              f"got {fusion_type!r}")
         self.fusion_type = fusion_type
-        self._fused = BucketedAllreduce(communicator, int(buff_size))
+        self._fused = BucketedAllreduce(communicator, int(buff_size),
+                                        comm_for=self._communicator_for)
         self._params_checked = False
 
     def check_parameters(self):
@@ -127,7 +129,8 @@ class DistributedGradReducer(Cell):
             if local[i]:
                 result[i] = _divided(g, params[i], divisor)
             elif isinstance(g, RowTensor):
-                result[i] = self._gather_rows(g, params[i], divisor)
+                result[i] = gather_rows(self._communicator_for(g.device), g,  # every rank's rows
+                                        params[i].dtype, divisor)
         return tuple(result)
 
     def broadcast_parameters(self, root=0):
@@ -142,42 +145,20 @@ class DistributedGradReducer(Cell):
             fused_broadcast(self._communicator_for(params[0].device),
                             [(p.device, p.data) for p in params], root)
 
-    # ---- dense: fused allreduce into fresh buffers -------------------------------------------
+    # ---- dense: the one bucket path (DistOpt's too), into fresh buffers ----------------------
     def _reduce_dense(self, params, grads, divisor):
         arrays = [gradient_array(g, p, "DistributedGradReducer") for g, p in zip(grads, params)]
         threshold = 1 if self.fusion_type == 0 else _ALONE_THRESHOLD
         splits = () if self.fusion_type == 0 else fusion_splits(len(self.parameters_))
-        pending = []
-        for bucket, device, _, dtype in self._fused.plan(params, threshold, splits=splits):
-            comm = self._communicator_for(device)
-            request, _ = launch_bucket(comm, bucket, arrays, device.xp.empty(bucket.size, dtype))
-            pending.append((bucket, device, request))
+        # fresh buffers: the results are handed out, so no later call may reuse their memory
+        pending = self._fused.start(params, arrays, threshold, splits=splits, fresh=True,
+                                    owner="DistributedGradReducer")
         out = [None] * len(params)
-        for bucket, device, request in pending:
-            flat = request.wait()
-            if divisor != 1:
-                flat /= divisor
-            for pos, view in unpack(bucket, flat, [p.shape for p in params]):
+        for item in pending:
+            device = item[1]
+            for pos, view in self._fused.finish(params, item, divisor)[1]:
                 out[pos] = Tensor._make(view, device)
         return out
-
-    # ---- sparse: gather every rank's rows ----------------------------------------------------
-    def _gather_rows(self, grad, param, divisor):
-        device = grad.device
-        comm = self._communicator_for(device)
-        xp = device.xp
-        indices = xp.ascontiguousarray(grad.indices.data.astype(np.int64, copy=False))
-        values = xp.ascontiguousarray(grad.values.data)
-        if values.dtype != param.dtype:
-            values = values.astype(param.dtype)
-        all_indices, _ = comm.allgatherv(indices)
-        all_values, _ = comm.allgatherv(values.reshape(-1))
-        if divisor != 1:
-            all_values /= divisor
-        row_shape = grad.dense_shape[1:]
-        return RowTensor(Tensor._make(all_indices, device),
-                         Tensor._make(all_values.reshape((-1,) + row_shape), device),
-                         grad.dense_shape)
 
     def _communicator_for(self, device):
         """Host-resident gradients (a host/device heterogeneous model) travel over the host

@@ -35,6 +35,7 @@ from time import perf_counter
 import numpy as np
 
 from ...autograd import _topological_nodes, enable_grad, no_grad, run_backward
+from ...backward_observer import DeferGradients
 from ...row_tensor import RowTensor
 from ...tensor import Tensor
 from .interception import StageRun, intercepting
@@ -197,14 +198,14 @@ class StepRunner:
         if roots and params:
             # Input gradients first, sent on at once; the weight gradients after (the
             # zero-bubble split): the previous stage starts its backward sooner.
-            split = stage > 0 and self.engine.split_backward
+            split = None
+            if stage > 0 and self.engine.split_backward:
+                split = DeferGradients(params, before=lambda: self._send_backward(stage, mb))
             # Recv's backward hands the input gradient to SEND_B and reaches no parameter:
             # it runs only because Recv and Send are marked backward_always_runs (a
             # backward asked for targets skips the nodes that reach none of them).
             found = run_backward(roots, [r.device.xp.ones(r.shape, r.dtype) for r in roots],
-                                 targets=params,
-                                 defer={id(p) for p in params} if split else None,
-                                 between=lambda: self._send_backward(stage, mb))
+                                 targets=params, observer=split)
             for param, g in zip(params, found):
                 if g is not None:
                     self._accumulate(param, g)
