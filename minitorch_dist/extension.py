@@ -10,6 +10,20 @@ installs its subclass when it is imported (``minitorch_dist`` imports it), so a 
 ``nn/`` meets no parallel code and a reader of ``parallel/`` sees every way in, in
 ``parallel/extension.py``.
 
+The methods, each with who calls it:
+
+* ``call_cell(cell, inputs, kwargs)``: ``Cell.__call__`` (no per-thread cell hook) runs a cell.
+* ``call_differentiated(fn, args)``: ``value_and_grad`` (``grad``, ``GradOperation``) runs ``fn``.
+* ``call_function(fn, args)``: ``jit`` and ``AutoParallel`` run a function.
+* ``check_primitive_call(prim)``: ``Primitive.apply``, before a primitive with a strategy runs.
+* ``train_step_reducer(weights, network)``: ``TrainOneStepCell``'s gradient reduction, or None.
+* ``stage_parameters(cell)``: ``Cell.infer_param_pipeline_stage``'s parameters of this rank.
+* ``model_wiring()``: how ``Model`` runs a pipelined network, or None.
+* ``sliced_embedding(...)``: ``EmbeddingLookup``'s table split across ranks, or None.
+* ``checkpoint_entries(entries)``: ``save_checkpoint``'s extra entries (slice layouts).
+* ``integrated_entries(entries)``: ``save_checkpoint(integrated_save=True)``'s whole tensors.
+* ``local_value(param, value)``: ``load_param_into_net``'s block of a value for ``param``.
+
 >>> from minitorch_dist.extension import Extension, extension
 >>> isinstance(extension(), Extension)
 True

@@ -189,6 +189,32 @@ class Tensor:
     def detach(self):
         return Tensor._make(self.data, self.device)
 
+    def init_data(self, index=None):
+        """Draw the values of a tensor made under ``no_init_parameters`` (all of them, or
+        the block ``index``, a tuple of slices); returns self. A no-op once drawn."""
+        deferred = self.deferred_init
+        if deferred is not None:
+            values = deferred.draw(index)
+            self.data = self.device.xp.asarray(values) if not self.device.is_host else values
+            self.deferred_init = None
+        return self
+
+    def prepare_use(self, device, owner):
+        """Called by dispatch before primitive ``owner``, running on ``device``, reads this
+        tensor (``ops/primitive.py``): a tensor made under ``no_init_parameters`` draws its
+        values at its first use. ``Parameter`` adds where it settles; nothing else to do here.
+
+        >>> import minitorch_dist as ms
+        >>> from minitorch_dist.nn.utils import no_init_parameters
+        >>> from minitorch_dist.common.initializer import initializer
+        >>> with no_init_parameters():
+        ...     t = initializer("normal", [2], ms.float32)
+        >>> (t * 1.0).shape, t.deferred_init is None
+        ((2,), True)
+        """
+        if self.deferred_init is not None:
+            self.init_data()
+
     def requires_grad_(self, requires_grad=True):
         if requires_grad and not dtypes.is_floating(self.dtype):
             raise TypeError(f"only floating-point tensors can require gradients, this one is {self.dtype}")

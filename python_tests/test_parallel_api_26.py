@@ -15,6 +15,7 @@ from minitorch_dist.common.initializer import initializer
 from minitorch_dist.communication import run_ranks
 from minitorch_dist.nn.utils import no_init_parameters
 from minitorch_dist.parallel.auto_parallel import AutoParallel
+from minitorch_dist.parallel.extension import sharded_call_of
 from minitorch_dist.parallel.sharding.rules import ShardingError
 from minitorch_dist.parallel.sharding.scope import sharding_world
 
@@ -274,7 +275,7 @@ def test_enable_alltoall_chooses_the_redistribution(alltoall):
             out = net(ms.Tensor(x)).asnumpy()
             comm.reset_stats()
             net(ms.Tensor(x))
-            call = net.__dict__["_sharded_call"]
+            call = sharded_call_of(net)
             groups = call.program.groups.communicators() + [comm]
             ops_used = {op for c in groups for op in c.comm_stats()["by_op"]}
             return out, ops_used

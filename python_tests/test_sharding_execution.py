@@ -10,7 +10,7 @@ import pytest
 import minitorch_dist as ms
 from minitorch_dist import nn, ops
 from minitorch_dist.communication import run_ranks
-from minitorch_dist.parallel.sharding import TensorLayout, assemble_array
+from minitorch_dist.parallel.sharding import assemble_array
 from minitorch_dist.parallel.sharding.checkpoint import merge_sharded_checkpoints
 from minitorch_dist.parallel.sharding.rules import ShardingError
 from minitorch_dist.parallel.sharding.scope import sharding_world

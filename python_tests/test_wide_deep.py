@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import minitorch_dist as ms
+from minitorch_dist.parallel.extension import sharded_call_of
 from minitorch_dist.train import CallbackParams, RunContext
 
 from mpi_jobs import launch, needs_mpi, run_process
@@ -277,7 +278,7 @@ def test_predict_with_sigmoid_runs_sharded_under_auto_parallel():
                 net = build()
             with ms.no_grad():
                 out = net(ms.Tensor(ids[rows]), ms.Tensor(wts[rows]), ms.Tensor(labels[rows]))
-            assert net.__dict__["_sharded_call"].program is not None    # it really ran sharded
+            assert sharded_call_of(net).program is not None    # it really ran sharded
             return [o.asnumpy() for o in out]
 
     try:

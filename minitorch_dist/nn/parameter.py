@@ -14,6 +14,7 @@ class Parameter(Tensor):
     """
 
     deferred_init = None        # how to draw the values later (nn.utils.no_init_parameters)
+    _unplaced = False           # True until it settles on a device (see __init__)
 
     def __init__(self, default_input, name=None, requires_grad=True, layerwise_parallel=False,
                  parallel_optimizer=True, device=None):
@@ -57,15 +58,13 @@ class Parameter(Tensor):
         self._unplaced = False
         return self
 
-    def init_data(self, index=None):
-        """Draw the values of a parameter made under ``no_init_parameters`` (all of them, or
-        the block ``index``, a tuple of slices); returns self. A no-op once drawn."""
-        deferred = self.deferred_init
-        if deferred is not None:
-            values = deferred.draw(index)
-            self.data = self.device.xp.asarray(values) if not self.device.is_host else values
-            self.deferred_init = None
-        return self
+    def prepare_use(self, device, owner):
+        """Before primitive ``owner`` on ``device`` reads this parameter: draw deferred
+        values (``Tensor.prepare_use``), and, while it is unplaced, settle on ``device`` for
+        good instead of being copied there at every use."""
+        super().prepare_use(device, owner)
+        if self._unplaced and device is not self.device:
+            self.place_on(device, owner=owner)
 
     def set_param_ps(self, init_in_server=False):
         """MindSpore's parameter-server mode (a parameter kept on server processes) does not

@@ -1,11 +1,17 @@
 """The Primitive base class and dispatch: placement, constants, the tape, statistics.
 
 A primitive subclass writes ``forward(ctx, *arrays, **attrs)`` and
-``backward(ctx, *grads)`` once, against ``ctx.xp`` (NumPy or CuPy). Dispatch does the rest:
-it picks the device (the primitive's ``set_device`` target, else where its inputs are),
-copies inputs that live elsewhere through an autograd-aware copy, turns Python numbers into
-arrays of a matching dtype, records a tape node when a gradient is needed, and counts calls,
-time and bytes moved for ``ms.placement_report()``.
+``backward(ctx, *grads)`` once, against ``ctx.xp`` (NumPy or CuPy). Dispatch (``run``) does
+the rest, in three steps:
+
+1. placement: it picks the device (the primitive's ``set_device`` target, else where its
+   inputs are), lets each input tensor prepare for the use (``Tensor.prepare_use``: a
+   deferred tensor draws its values, a new ``Parameter`` settles on that device), and copies
+   inputs that live elsewhere through an autograd-aware copy;
+2. forward: it turns Python numbers into arrays of a matching dtype, runs ``forward``, counts
+   the memory of a device with a capacity, and rewrites errors to name the primitive;
+3. recording: a tape node when a gradient is needed, and the calls, time and bytes moved
+   for ``ms.placement_report()``.
 """
 import itertools
 import logging
@@ -195,34 +201,45 @@ class Primitive:
         return self.run(*inputs, **attrs)
 
     def run(self, *inputs, **attrs):
-        """``apply`` without the installed hook: dispatch, forward and tape."""
+        """``apply`` without the installed hook, in three steps: placement, forward and
+        recording (the tape node and the statistics)."""
         start = perf_counter()
         device = self._device_for(inputs)
-        tensors = []
-        ref_dtype = None
-        requires = False
+        placed = self._placed(inputs, device)
+        ctx, out = self._forward(placed, device, attrs)
+        return self._recorded(ctx, placed, out, start)
+
+    def _placed(self, inputs, device):
+        """``inputs`` with every tensor on ``device``: each tensor prepares for the use (a
+        Parameter may settle there for good), and one living elsewhere is copied through an
+        autograd-aware copy (backward copies the gradient back)."""
+        placed = []
         for x in inputs:
             if isinstance(x, Tensor):
-                if x.deferred_init is not None:   # made under no_init_parameters, first use
-                    x.init_data()
+                x.prepare_use(device, self)
                 if x.device is not device:
-                    if getattr(x, "_unplaced", False):
-                        x.place_on(device, owner=self)   # a new Parameter settles where it is used
-                    else:
-                        from .device_copy import copy_to
-                        x = copy_to(x, device, owner=self)
+                    from .device_copy import copy_to     # device_copy imports this module
+                    x = copy_to(x, device, owner=self)
+            placed.append(x)
+        return placed
+
+    def _forward(self, placed, device, attrs):
+        """(ctx, output arrays): constants made arrays of a matching dtype, memory charged on
+        a device with a capacity, and errors rewritten to name this primitive."""
+        ref_dtype, requires = None, False
+        for x in placed:
+            if isinstance(x, Tensor):
                 requires = requires or x.requires_grad
                 if ref_dtype is None:
                     ref_dtype = x.data.dtype
-            tensors.append(x)
         arrays = [x.data if isinstance(x, Tensor) else _constant(x, ref_dtype, device)
-                  for x in tensors]
+                  for x in placed]
         if device.memory is not None:   # a virtual GPU with a capacity: count what it holds
             _charge(device.memory, arrays)
         grad_on = requires and self.differentiable and _grad_state.enabled
         ctx = Context(device)
-        ctx.needs_input_grad = tuple(grad_on and isinstance(t, Tensor) and t.requires_grad
-                                     for t in tensors)
+        ctx.needs_input_grad = tuple(grad_on and isinstance(x, Tensor) and x.requires_grad
+                                     for x in placed)
         try:
             out = self.forward(ctx, *arrays, **attrs)
         except MemoryError as err:   # CuPy's out-of-memory: say what and what to do
@@ -235,25 +252,38 @@ class Primitive:
                 raise
             described = ", ".join(f"{a.dtype}{list(a.shape)}" for a in arrays if hasattr(a, "shape"))
             raise _same_kind_error(err, f"{self.name}: {err} (inputs: {described})") from err
-        inputs_for_tape = tuple(t if isinstance(t, Tensor) else None for t in tensors)
         if isinstance(out, tuple):
             out = tuple(_as_array(o, device) for o in out)
             if device.memory is not None:
                 _charge(device.memory, out)
-            node = Node(self, ctx, inputs_for_tape, tuple((o.shape, o.dtype) for o in out)) \
+        else:
+            out = _as_array(out, device)
+            if device.memory is not None:
+                _charge(device.memory, (out,))
+        return ctx, out
+
+    def _recorded(self, ctx, placed, out, start):
+        """The output tensors, with a tape node when a gradient is needed (floating outputs
+        only), and this call counted in the statistics."""
+        device = ctx.device
+        grad_on = any(ctx.needs_input_grad)
+        if isinstance(out, tuple):
+            node = Node(self, ctx, _tape_inputs(placed), tuple((o.shape, o.dtype) for o in out)) \
                 if grad_on else None
             result = tuple(Tensor._make(o, device, grad_on and o.dtype.kind == "f",
                                         node if grad_on and o.dtype.kind == "f" else None, i)
                            for i, o in enumerate(out))
         else:
-            out = _as_array(out, device)
-            if device.memory is not None:
-                _charge(device.memory, (out,))
             differentiable = grad_on and out.dtype.kind == "f"
-            node = Node(self, ctx, inputs_for_tape) if differentiable else None
+            node = Node(self, ctx, _tape_inputs(placed)) if differentiable else None
             result = Tensor._make(out, device, differentiable, node, 0)
         count_call(self, device, perf_counter() - start)
         return result
+
+
+def _tape_inputs(placed):
+    """A tape node's inputs: the tensors, None in place of each constant."""
+    return tuple(x if isinstance(x, Tensor) else None for x in placed)
 
 
 def _charge(budget, arrays):

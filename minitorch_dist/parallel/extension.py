@@ -2,12 +2,14 @@
 
 * **Network calls.** Under ``SEMI_AUTO_PARALLEL``/``AUTO_PARALLEL`` (without pipeline
   stages, on more than one rank) the outermost call of a network runs operator-sharded through
-  a ``ShardedCall``
-  cached on it: a Cell called from a script, ``Model``'s networks, the network a
+  its ``ShardedCall`` (kept here per cell and per function, weakly: nothing is written on the
+  user's objects): a Cell called from a script, ``Model``'s networks, the network a
   ``TrainOneStepCell`` or a user's ``GradOperation`` cell differentiates, the function given
-  to ``value_and_grad``, and functions under ``jit`` or ``AutoParallel``. A callable whose
-  trace reaches a gradient computation or an optimizer is a training step: it runs as
-  written, and the network calls inside it are the ones sharded.
+  to ``value_and_grad``, and functions under ``jit`` or ``AutoParallel``. While it runs, the
+  cells it calls run their ``construct`` directly (its own cell hook). A callable whose
+  trace reaches a gradient computation (``call_differentiated`` notes it) or an optimizer is
+  a training step: after the trace it runs as written, and the network calls inside it are
+  the ones sharded.
 * **Strategies nobody runs.** A primitive with a sharding strategy that runs outside a
   sharded call raises ``ShardingError`` naming it and the reason (a semi/auto job calling
   it outside a network, a split on a one-rank semi/auto job, a pipelined job, or a
@@ -36,20 +38,19 @@ from .data_parallel.grad_reducer import DistributedGradReducer
 from .pipeline import (PipelineCell, PipelineEvalCell, PipelineGradReducer, replica_batches)
 from .pipeline.membership import stage_parameters
 from .sharding.checkpoint import integrated_entries, layout_entries, local_value
-from .sharding.graph import TrainingStepTraced
 from .sharding.rules import ShardingError
-from .sharding.scope import current_world, running, tracing
+from .sharding.scope import current_world, note_training_step, running, tracing
 from .sharding.sharded_call import ShardedCall
 
 logger = logging.getLogger("minitorch_dist")
 
-__all__ = ["ParallelExtension"]
+__all__ = ["ParallelExtension", "sharded_call_of"]
 
 _SEMI_AUTO = (ParallelMode.SEMI_AUTO_PARALLEL, ParallelMode.AUTO_PARALLEL)
 _NOT_NETWORKS = (Optimizer, DistributedGradReducer, PipelineGradReducer, PipelineCell,
                  PipelineEvalCell)
+_cell_calls = weakref.WeakKeyDictionary()       # Cell -> its ShardedCall
 _function_calls = weakref.WeakKeyDictionary()   # function -> {id(world): its ShardedCall}
-_steps = weakref.WeakSet()                      # functions found to be training steps
 _warned = weakref.WeakSet()                     # primitives warned about (one process)
 
 
@@ -70,26 +71,23 @@ class ParallelExtension(Extension):
 
     # ---- calls ------------------------------------------------------------------------
     def call_cell(self, cell, inputs, kwargs):
-        if not shards_operators() or running() or _passes_through(cell) or _one_rank():
+        # a sharded run and a trace install cell hooks of their own: their calls never come here
+        if not shards_operators() or _passes_through(cell) or _one_rank():
             return cell.construct(*inputs, **kwargs)
         if kwargs:
             raise ShardingError(f"{type(cell).__name__}: a sharded network takes its tensors as "
                                 f"positional arguments; got keyword arguments {sorted(kwargs)}")
-        call = cell.__dict__.get("_sharded_call")
+        call = _cell_calls.get(cell)
         if call is None:
-            call = ShardedCall(cell)
-            object.__setattr__(cell, "_sharded_call", call)
-        try:
-            return call(*inputs)
-        except TrainingStepTraced:
-            object.__setattr__(cell, "_runs_training_step", True)
-            return cell.construct(*inputs)
+            call = _cell_calls[cell] = ShardedCall(cell)
+        return call(*inputs)
 
     def call_differentiated(self, fn, args):
         if not shards_operators():
             return fn(*args)
-        if tracing():                # a trace reached a gradient: it traces a training step
-            raise TrainingStepTraced("value_and_grad")
+        if tracing():                # the traced call is a training step: its caller decides
+            note_training_step("value_and_grad")
+            return fn(*args)
         return self.call_function(fn, args)
 
     def call_function(self, fn, args):
@@ -97,7 +95,7 @@ class ParallelExtension(Extension):
         ``AutoParallel`` and ``value_and_grad`` come here)."""
         target = getattr(fn, "__wrapped__", fn)   # GradOperation's seeding wrapper
         if (not shards_operators() or running() or tracing() or isinstance(target, Cell)
-                or target in _steps or _one_rank()):
+                or _one_rank()):
             return fn(*args)
         world = current_world()
         calls = _function_calls.setdefault(target, {})     # per world: ranks may be threads
@@ -105,11 +103,7 @@ class ParallelExtension(Extension):
         if call is None:
             call = calls[id(world)] = ShardedCall(fn)
         call.fn = fn
-        try:
-            return call(*args)
-        except TrainingStepTraced:
-            _steps.add(target)
-            return fn(*args)
+        return call(*args)      # a training step runs as written (ShardedCall.training_step)
 
     def check_primitive_call(self, prim):
         if running() or tracing():
@@ -195,8 +189,16 @@ def _one_rank():
 
 
 def _passes_through(cell):
+    """Cells that are not networks, training steps by class (``TrainOneStepCell``) and
+    cells that run their own ``ShardedCall`` (``ShardedCell``, ``AutoParallel``)."""
     return (isinstance(cell, _NOT_NETWORKS) or getattr(cell, "_runs_training_step", False)
             or getattr(cell, "_runs_sharded", False))
+
+
+def sharded_call_of(cell):
+    """The ``ShardedCall`` that runs ``cell`` under semi/auto parallel, or None before its
+    first sharded call (the tests read its program)."""
+    return _cell_calls.get(cell)
 
 
 nn.DistributedGradReducer = DistributedGradReducer

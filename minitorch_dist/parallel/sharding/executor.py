@@ -3,7 +3,7 @@
 The rank calls the network's ``construct`` again, eagerly, on its own slices. A primitive
 hook sees every call, matches it to the traced node of the same call index, and:
 
-0. lets each parameter in through a mirror (``comm_ops.mirror``) over the ranks holding the
+0. lets each parameter in through a mirror (``Mirror``) over the ranks holding the
    same slice, once per run, so that the copies' gradients are summed in the backward;
 1. moves each tensor input from the layout it has (a producer's output, a parameter's
    slice, the dataset's split) to the layout the node's strategy wants: ``redistribute``
@@ -14,11 +14,15 @@ hook sees every call, matches it to the traced node of the same call index, and:
 3. performs the node's own forward communication (MatMul's AllReduce over a split
    contracting axis, a ReduceScatter for an ``out_strategy``, a reduction over a split axis).
 
+The communication and local slicing it inserts run directly (``Primitive.run`` through
+``collectives.run_inserted`` and ``redistribution.apply_step``), never through this hook
+again: the hook sees the network's own primitive calls only.
+
 Each step is written to the per-rank program listing (``…_execute_….ir``).
 """
 from ...nn.parameter import Parameter
 from ...ops.primitive import set_primitive_hook
-from ..comm import collectives as comm_ops
+from ..comm.collectives import run_inserted
 from .layout import TensorLayout, group_ranks
 from .propagation import input_layout, output_layout
 from .redistribution import plan_redistribution, redistribute
@@ -42,7 +46,6 @@ class LocalRun:
         self.keep = []
         self.mirrored = {}              # id(parameter) -> the tensor that enters through a mirror
         self.calls = 0
-        self.inside = False
         self.listing = listing
 
     def __enter__(self):
@@ -66,8 +69,6 @@ class LocalRun:
         return TensorLayout.replicated(node.in_shapes[position], self.program.world)
 
     def primitive_hook(self, prim, inputs, attrs):
-        if self.inside:                      # the communication this hook itself inserts
-            return prim.run(*inputs, **attrs)
         if self.calls >= len(self.graph.nodes) or self.graph.nodes[self.calls].prim is not prim:
             expected = (self.graph.nodes[self.calls].name if self.calls < len(self.graph.nodes)
                         else "no further call")
@@ -77,24 +78,20 @@ class LocalRun:
         node = self.graph.nodes[self.calls]
         self.calls += 1
         shard_plan = self.program.plans[node.index]
-        self.inside = True
-        try:
-            inputs = [self.through_mirror(x) if isinstance(x, Parameter) else x for x in inputs]
-            local = list(inputs)
-            for i in node.tensor_positions():
-                have = self.layout_of(inputs[i], node, i)
-                want = input_layout(shard_plan, i, node.in_shapes[i])
-                local[i] = self.move(inputs[i], have, want, node, i)
-            out = run_local(shard_plan, prim, local, attrs, self.rank)
-            self.note(node, local, out)
-            outs = list(out) if isinstance(out, tuple) else [out]
-            for step in shard_plan.forward_comm:
-                outs[step.output] = self.communicate(node, shard_plan, step, outs[step.output])
-            for k, o in enumerate(outs):
-                self.layouts[id(o)] = output_layout(shard_plan, k, node.out_shapes[k])
-                self.keep.append(o)
-        finally:
-            self.inside = False
+        inputs = [self.through_mirror(x) if isinstance(x, Parameter) else x for x in inputs]
+        local = list(inputs)
+        for i in node.tensor_positions():
+            have = self.layout_of(inputs[i], node, i)
+            want = input_layout(shard_plan, i, node.in_shapes[i])
+            local[i] = self.move(inputs[i], have, want, node, i)
+        out = run_local(shard_plan, prim, local, attrs, self.rank)
+        self.note(node, local, out)
+        outs = list(out) if isinstance(out, tuple) else [out]
+        for step in shard_plan.forward_comm:
+            outs[step.output] = self.communicate(node, shard_plan, step, outs[step.output])
+        for k, o in enumerate(outs):
+            self.layouts[id(o)] = output_layout(shard_plan, k, node.out_shapes[k])
+            self.keep.append(o)
         return tuple(outs) if isinstance(out, tuple) else outs[0]
 
     def through_mirror(self, param):
@@ -107,7 +104,7 @@ class LocalRun:
         tensor = param
         if layout is not None and param.requires_grad and layout.replicated_axes():
             ranks = group_ranks(layout.device_matrix, layout.replicated_axes(), self.rank)
-            tensor = comm_ops.mirror(param, group=self.program.group(ranks))
+            tensor = run_inserted("mirror", param, self.program.group(ranks))
             self.layouts[id(tensor)] = layout
             self.keep.append(tensor)
             if self.listing is not None and id(param) in self.listing.names:
@@ -128,9 +125,9 @@ class LocalRun:
         ranks = group_ranks(shard_plan.device_matrix, step.axes, self.rank)
         group = self.program.group(ranks)
         if step.kind == "all_reduce":
-            out = comm_ops.all_reduce(tensor, group=group, op=step.op)
+            out = run_inserted("all_reduce", tensor, group, op=step.op)
         elif step.kind == "reduce_scatter":
-            out = comm_ops.reduce_scatter(tensor, axis=step.dim, group=group, op=step.op)
+            out = run_inserted("reduce_scatter", tensor, group, axis=step.dim, op=step.op)
         else:
             raise ValueError(f"{node.name}: unknown forward communication {step.kind!r}")
         if self.listing is not None:

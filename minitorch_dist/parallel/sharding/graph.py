@@ -11,6 +11,13 @@ constants), the shapes in and out, and the strategy the user gave with ``shard``
 Every rank traces the same graph, so strategies are planned alike everywhere; each rank then
 runs ``construct`` again on its local slices, and the executor matches its primitive calls
 to the nodes by call order.
+
+A traced callable may turn out to be a training step rather than a network: it computes
+gradients (``value_and_grad``, noted by the parallel extension) or calls an optimizer (noted
+here). The trace stops at that point, before the update and whatever else the step does
+after it (``scope.TraceStopped``, caught in ``trace`` alone), and says so in
+``Graph.training_step``; the caller then runs the step as written, so that the networks it
+calls are the ones sharded.
 """
 from dataclasses import dataclass, field
 
@@ -22,14 +29,9 @@ from ...nn.optim.optimizer import Optimizer
 from ...nn.parameter import Parameter
 from ...ops.primitive import set_primitive_hook
 from ...tensor import Tensor
-from .scope import trace_scope
+from .scope import TraceStopped, note_training_step, trace_scope
 
-__all__ = ["Source", "Node", "Graph", "trace", "TrainingStepTraced"]
-
-
-class TrainingStepTraced(Exception):
-    """A trace reached a gradient computation or an optimizer: the traced callable is a
-    training step, not a network (internal: the caller then runs it as written)."""
+__all__ = ["Source", "Node", "Graph", "trace"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class Graph:
     input_shapes: tuple
     params: dict             # name -> Parameter
     outputs: tuple           # Source per output tensor
+    training_step: str = None   # what made the traced call a training step (None: a network)
 
     def producers(self, node):
         """(position, producing node index or None) for each tensor input of ``node``."""
@@ -127,8 +130,8 @@ class _Tracer:
         self.params = {}
 
     def cell_hook(self, cell, inputs, kwargs):
-        if isinstance(cell, Optimizer) or getattr(cell, "_runs_training_step", False):
-            raise TrainingStepTraced(type(cell).__name__)
+        if isinstance(cell, Optimizer):      # an update would change the weights: stop here
+            note_training_step(type(cell).__name__)
         self.scopes.append(f"{self.names.get(id(cell), 'cell')}-{type(cell).__name__}")
         try:
             return cell.construct(*inputs, **kwargs)
@@ -206,8 +209,8 @@ def trace(network, full_inputs, positions=None):
 
     ``positions``: which arguments are the graph's tensor inputs (default: all of them);
     the others are passed as they are. Tensors need only the full shapes; their values do
-    not matter. Nothing is recorded on the tape. Raises ``TrainingStepTraced`` when the call
-    computes gradients or runs an optimizer."""
+    not matter. Nothing is recorded on the tape. When the call computes gradients or runs an
+    optimizer, the trace stops there and ``Graph.training_step`` names what it reached."""
     positions = range(len(full_inputs)) if positions is None else positions
     if isinstance(network, Cell):
         list(network.parameters_and_names())     # parameters take their attribute paths
@@ -219,13 +222,17 @@ def trace(network, full_inputs, positions=None):
     old_cell = set_cell_hook(tracer.cell_hook)
     old_prim = set_primitive_hook(tracer.primitive_hook)
     try:
-        with trace_scope():
-            if isinstance(network, Cell):
-                out = tracer.cell_hook(network, tuple(full_inputs), {})
-            else:
-                out = network(*full_inputs)
+        with trace_scope() as scope:
+            try:
+                if isinstance(network, Cell):
+                    out = tracer.cell_hook(network, tuple(full_inputs), {})
+                else:
+                    out = network(*full_inputs)
+            except TraceStopped:        # a training step: what comes after it is not traced
+                out = ()
     finally:
         set_cell_hook(old_cell)
         set_primitive_hook(old_prim)
     outputs = tuple(tracer.source_of(t) for t in _flatten(out))
-    return Graph(tracer.nodes, tuple(tuple(x.shape) for x in inputs), tracer.params, outputs)
+    return Graph(tracer.nodes, tuple(tuple(x.shape) for x in inputs), tracer.params, outputs,
+                 scope.training_step)

@@ -15,6 +15,7 @@ first two (``checkpoint.layout_entries``) or gather the whole tensor over the th
 (``checkpoint.integrated_entries``). Every live
 optimizer holding the parameter slices its state the same way.
 """
+import threading
 import weakref
 
 from ...backend import get_device
@@ -23,12 +24,31 @@ from ..comm.collectives import communicator_for
 
 __all__ = ["slice_parameter", "sliced_parameters"]
 
-_sliced = weakref.WeakValueDictionary()      # name -> parameter, every one given a slice
+# name -> weak references to the parameters given a slice under that name, newest last:
+# ranks run as threads slice one parameter each, and one rank's network may be gone while
+# another still writes its strategy file
+_sliced = {}
+_sliced_lock = threading.Lock()
 
 
 def sliced_parameters():
-    """``{name: parameter}`` of the live parameters given a slice in this process."""
-    return dict(_sliced)
+    """``{name: parameter}`` of the live parameters given a slice in this process (of
+    several under one name, the one sliced last)."""
+    found = {}
+    with _sliced_lock:
+        for name, refs in list(_sliced.items()):
+            refs[:] = [r for r in refs if r() is not None]
+            if refs:
+                found[name] = refs[-1]()
+            else:
+                del _sliced[name]
+    return {name: param for name, param in found.items() if param is not None}
+
+
+def _register(param):
+    with _sliced_lock:
+        refs = _sliced.setdefault(param.name, [])
+        refs[:] = [r for r in refs if r() is not None] + [weakref.ref(param)]
 
 
 def slice_parameter(param, layout, rank, comm, optimizer=None):
@@ -46,7 +66,7 @@ def slice_parameter(param, layout, rank, comm, optimizer=None):
             communicator_for(comm, param.device).broadcast(param.data, root=0)
         param.data = param.data[index].copy()   # a new shape: set_data keeps shapes
     param.sharding_layout, param.sharding_rank, param.sharding_comm = layout, rank, comm
-    _sliced[param.name] = param
+    _register(param)
     holders = list(optimizers_holding(param))
     if optimizer is not None and optimizer not in holders:
         holders.append(optimizer)

@@ -398,42 +398,56 @@ def _keeps(step, rank):
     return all(coords[n - 1 - a] == 0 for a in step.axes)
 
 
-_strided_slice = None
+_local_ops = {}   # "slice" / "mask": the primitive of that local step, made on first use
+
+
+def _local_op(kind):
+    """The StridedSlice of a slice step, the Mul of a mask step (one instance each, so each
+    appears once in the placement report)."""
+    prim = _local_ops.get(kind)
+    if prim is None:
+        if kind == "slice":
+            from ...ops.indexing import StridedSlice
+            prim = StridedSlice()
+        else:
+            from ...ops.arithmetic import Mul
+            prim = Mul()
+            prim.instance_name = "redistribution_mask"
+        prim = _local_ops.setdefault(kind, prim)
+    return prim
+
+
+# a communicating step's kind -> its collective's settings (``comm.collectives.run_inserted``)
+_SETTINGS = {"all_reduce": lambda step: {"op": "sum"},
+             "all_gather": lambda step: {"axis": step.dim},
+             "reduce_scatter": lambda step: {"axis": step.dim, "op": "sum"},
+             "all_to_all": lambda step: {"split_axis": step.to_dim, "concat_axis": step.dim}}
 
 
 def apply_step(step, tensor, rank, group_factory):
-    """One step on this rank's local ``Tensor`` (differentiable)."""
-    global _strided_slice
-    from ..comm import collectives as comm_ops
+    """One step on this rank's local ``Tensor`` (differentiable). Its primitives run
+    directly (``Primitive.run``): an executor calls this from inside its primitive hook."""
+    from ..comm.collectives import run_inserted
     if tuple(tensor.shape) != step.local_shape:
         raise ValueError(f"{step}: this rank holds shape {tuple(tensor.shape)}, the plan expects "
                          f"{step.local_shape}")
     if step.kind == "slice":
-        if _strided_slice is None:
-            from ...ops.indexing import StridedSlice
-            _strided_slice = StridedSlice()
         begin, end = [0] * len(step.local_shape), list(step.local_shape)
         begin[step.dim], end[step.dim] = _slice_bounds(step, rank)
-        return _strided_slice(tensor, tuple(begin), tuple(end), (1,) * len(begin))
+        return _local_op("slice").run(tensor, begin=tuple(begin), end=tuple(end),
+                                      strides=(1,) * len(begin))
     if step.kind == "mask":
-        return tensor if _keeps(step, rank) else tensor * 0.0
+        return tensor if _keeps(step, rank) else _local_op("mask").run(tensor, 0.0)
+    if step.kind not in _SETTINGS:
+        raise ValueError(f"unknown redistribution step kind {step.kind!r}; expected one of "
+                         f"{STEP_KINDS}")
     ranks = step.group(rank)
     comm = group_factory(ranks)
     if comm.size != len(ranks) or comm.rank != ranks.index(rank):
         raise ValueError(f"{step}: group_factory({ranks}) gave a communicator of size {comm.size} "
                          f"where rank {rank} is {comm.rank}; expected size {len(ranks)} and rank "
                          f"{ranks.index(rank)}")
-    if step.kind == "all_reduce":
-        return comm_ops.all_reduce(tensor, group=comm, op="sum")
-    if step.kind == "all_gather":
-        return comm_ops.all_gather(tensor, axis=step.dim, group=comm)
-    if step.kind == "reduce_scatter":
-        return comm_ops.reduce_scatter(tensor, axis=step.dim, group=comm, op="sum")
-    if step.kind == "all_to_all":
-        return comm_ops.all_to_all(tensor, split_axis=step.to_dim, concat_axis=step.dim,
-                                   group=comm)
-    raise ValueError(f"unknown redistribution step kind {step.kind!r}; expected one of "
-                     f"{STEP_KINDS}")
+    return run_inserted(step.kind, tensor, comm, **_SETTINGS[step.kind](step))
 
 
 def redistribute(tensor, src, dst, rank, group_factory):

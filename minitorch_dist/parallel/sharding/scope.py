@@ -1,5 +1,5 @@
 """Per-thread state of operator sharding: is a sharded run or a trace under way on this
-thread, and which communicator is the world.
+thread (and has the trace reached a training step), and which communicator is the world.
 
 Ranks may be threads (``communication.run_ranks``): each thread then names its own world
 with ``sharding_world(comm)``; processes use the initialized world communicator.
@@ -16,9 +16,9 @@ from ... import communication
 from ...thread_state import ThreadState
 
 __all__ = ["sharding_world", "current_world", "running", "tracing", "run_scope",
-           "trace_scope"]
+           "trace_scope", "note_training_step", "TraceStopped"]
 
-_state = ThreadState(running=False, tracing=False, world=None)
+_state = ThreadState(running=False, tracing=False, world=None, training_step=None)
 
 
 class sharding_world:
@@ -72,6 +72,51 @@ def run_scope():
     return _Flag("running")
 
 
+class _TraceFlag(_Flag):
+    """A trace on this thread; ``training_step`` is, after the block, what the trace reached
+    that makes the traced call a training step (None: it is a network)."""
+
+    def __init__(self):
+        super().__init__("tracing")
+        self.training_step = None
+
+    def __enter__(self):
+        self.outer_step, _state.training_step = _state.training_step, None
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        self.training_step, _state.training_step = _state.training_step, self.outer_step
+        return super().__exit__(*exc)
+
+
 def trace_scope():
-    """``with trace_scope():`` marks a trace on this thread."""
-    return _Flag("tracing")
+    """``with trace_scope() as scope:`` marks a trace on this thread; ``scope.training_step``
+    tells afterwards whether it reached a training step (``note_training_step``).
+
+    >>> with trace_scope() as scope:
+    ...     try:
+    ...         note_training_step("value_and_grad")
+    ...     except TraceStopped:
+    ...         pass
+    >>> scope.training_step, tracing()
+    ('value_and_grad', False)
+    """
+    return _TraceFlag()
+
+
+class TraceStopped(BaseException):
+    """Ends a trace at the first gradient computation or optimizer call. Only ``graph.trace``
+    catches it, and returns the graph with ``training_step`` set: its callers decide on that
+    value. The user's code after that point must not run in a trace, because a trace computes
+    with the real parameters: a hand-written update (``p.set_data(p * 0.9 - lr * g)``), a
+    print or a counter would act once more than the user asked. A BaseException, so that a
+    user's ``except Exception`` around the step does not swallow it."""
+
+
+def note_training_step(what):
+    """Inside a trace: record that the traced call reached ``what`` (a gradient computation,
+    an optimizer), which makes it a training step, and stop the trace there (``TraceStopped``;
+    its caller runs the step as written). Outside a trace it does nothing."""
+    if _state.tracing:
+        _state.training_step = what
+        raise TraceStopped(what)

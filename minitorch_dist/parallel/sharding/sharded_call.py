@@ -8,17 +8,18 @@ a user's ``GradOperation`` cell, ``value_and_grad`` of a function, ``jit`` and
 1. works out the full shapes of the inputs from ``dataset_strategy`` (under "data_parallel"
    each rank's batch is its slice of the global batch; "full_batch": the whole batch; a tuple
    gives each input's split counts);
-2. traces the call once on full-size stand-ins (``graph.trace``); a trace that reaches a
-   gradient computation or an optimizer stops (``TrainingStepTraced``): the callable is a
-   training step, which runs as written so that the network it differentiates is sharded;
+2. traces the call once on full-size stand-ins (``graph.trace``); a trace that reached a
+   gradient computation or an optimizer (``Graph.training_step``) found a training step: it
+   runs as written from then on, so that the network it differentiates is sharded;
 3. decides every node's strategy (``propagation.assign_strategies``);
 4. gives every parameter its slice: rank 0's full-size initial values (or, for parameters
    made under ``no_init_parameters``, the slice drawn directly from the same random stream),
    and the optimizers' state with it;
 5. writes ``step_parallel_begin_NNNN.ir`` when ``save_graphs`` is on.
 
-Every call then runs the rank's local program (``executor.LocalRun``), parameters entering
-through a mirror (gradient summed over the ranks holding the same slice). Outputs come back in
+Every call then runs the rank's local program (``executor.LocalRun``, the primitive hook
+while it runs; sub-cells run their ``construct`` through a cell hook installed only as long),
+parameters entering through a mirror (gradient summed over the ranks holding the same slice). Outputs come back in
 the layout the inputs came in: a batch-sized output as this rank's rows under "data_parallel"
 (so a loss function called next, or a metric, sees matching rows), anything else whole on
 every rank. The gradient of an output is divided by the number of ranks holding it, because
@@ -27,14 +28,14 @@ every copy back-propagates the same value and the collectives' backward sums ove
 import logging
 import math
 import weakref
+from contextlib import contextmanager
 
 import numpy as np
 
 from ... import communication
-from ...nn.cell import Cell
+from ...nn.cell import Cell, set_cell_hook
 from ...ops.primitive import Primitive
 from ...tensor import Tensor
-from ..comm.collectives import communicator_for
 from ..context import ParallelMode, check_job_size, get_auto_parallel_context
 from .executor import LocalRun
 from .graph import trace
@@ -120,7 +121,12 @@ class ShardedCall:
     """``fn`` (a Cell or a function of tensors) run operator-sharded; see the module
     docstring. ``optimizer``: one more optimizer whose state follows the parameters' slices
     (every live optimizer holding a sliced parameter follows anyway). ``group``: the
-    communicator of the ranks (default: this thread's ``current_world()``)."""
+    communicator of the ranks (default: this thread's ``current_world()``).
+
+    ``fn`` is held weakly: its owner keeps it alive, and a cache of calls keyed by the network
+    (``parallel/extension.py``) must not. ``training_step`` names what a trace found that
+    makes ``fn`` a training step (None while it is a network); such a call runs ``fn`` as
+    written."""
 
     _live = weakref.WeakSet()
 
@@ -132,6 +138,7 @@ class ShardedCall:
     def __init__(self, fn, optimizer=None, group=None):
         ShardedCall._live.add(self)
         self.fn = fn
+        self.training_step = None
         self.optimizer = optimizer
         self.group = group
         self.programs = {}          # input signature -> ShardedProgram
@@ -139,11 +146,27 @@ class ShardedCall:
         self.steps = 0
         self._groups = None
 
+    @property
+    def fn(self):
+        fn = self._fn()
+        if fn is None:
+            raise ReferenceError("ShardedCall: the network or function it runs no longer exists")
+        return fn
+
+    @fn.setter
+    def fn(self, fn):
+        try:
+            self._fn = weakref.ref(fn)
+        except TypeError:           # a callable without weak references: held as it is
+            self._fn = lambda: fn
+
     def world_communicator(self):
         return self.group if self.group is not None else current_world()
 
     # ---- set-up -----------------------------------------------------------------------
     def prepare(self, args, positions):
+        """The ``ShardedProgram`` of a call on ``args``, or None when its trace found a
+        training step (then ``training_step`` says what)."""
         comm = self.world_communicator()
         world, rank = (comm.size, comm.rank) if comm is not None else (1, 0)
         if communication.GlobalComm.INITED:      # the job's size, not a stage group's
@@ -155,7 +178,12 @@ class ShardedCall:
         for i, shape in zip(positions, full_shapes):
             x = args[i]
             stand_ins[i] = Tensor._make(x.device.xp.zeros(shape, x.data.dtype), x.device)
-        graph = trace(self.fn, stand_ins, positions)   # may raise TrainingStepTraced
+        graph = trace(self.fn, stand_ins, positions)
+        if graph.training_step is not None:
+            self.training_step = graph.training_step
+            logger.debug("%s reaches %s: a training step, run as written", self.fn,
+                         graph.training_step)
+            return None
         # AUTO_PARALLEL searches by sharding propagation whatever search_mode names (there is
         # no dynamic-programming or recursive search here): annotated operators spread their
         # strategies, the rest is chosen greedily against the dataset's layouts
@@ -179,14 +207,24 @@ class ShardedCall:
 
     # ---- a call -----------------------------------------------------------------------
     def __call__(self, *args):
-        # arrays are data too: as Tensors they take the dataset's layout, not "whole"
-        args = tuple(Tensor(a) if isinstance(a, np.ndarray) else a for a in args)
-        positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
-        key = tuple((i, tuple(args[i].shape), str(args[i].data.dtype)) for i in positions)
-        key += tuple(_constant_key(a) for a in args if not isinstance(a, Tensor))
-        program = self.programs.get(key)
-        if program is None:
-            program = self.programs[key] = self.prepare(args, positions)
+        if self.training_step is None:
+            # arrays are data too: as Tensors they take the dataset's layout, not "whole"
+            tensors = tuple(Tensor(a) if isinstance(a, np.ndarray) else a for a in args)
+            positions = [i for i, a in enumerate(tensors) if isinstance(a, Tensor)]
+            key = tuple((i, tuple(tensors[i].shape), str(tensors[i].data.dtype))
+                        for i in positions)
+            key += tuple(_constant_key(a) for a in tensors if not isinstance(a, Tensor))
+            program = self.programs.get(key)
+            if program is None:
+                program = self.prepare(tensors, positions)
+            if program is not None:
+                self.programs[key] = program
+                return self.run(program, tensors, positions)
+        fn = self.fn      # a training step: as written, its network calls are sharded
+        return fn.construct(*args) if isinstance(fn, Cell) else fn(*args)
+
+    def run(self, program, args, positions):
+        """This rank's local program on ``args`` (see the module docstring)."""
         self.program = program
         layouts = {id(args[i]): layout for i, layout in zip(positions, program.input_layouts)}
         for param in program.graph.params.values():
@@ -198,14 +236,32 @@ class ShardedCall:
                 listing.name(args[i], f"%input{k}")
             for name, param in program.graph.params.items():
                 listing.name(param, f"%para_{name}")
-        with run_scope(), LocalRun(program, layouts, listing) as run:
-            out = self.fn.construct(*args) if isinstance(self.fn, Cell) else self.fn(*args)
+        fn = self.fn
+        with run_scope(), _cells_construct(), LocalRun(program, layouts, listing) as run:
+            out = fn.construct(*args) if isinstance(fn, Cell) else fn(*args)
         batch = batch_split(program)
         out = _map_tensors(out, lambda t: _finish(t, run, program, batch))
         if listing is not None:
             dump_execute(listing, program.rank, self.steps)
         self.steps += 1
         return out
+
+
+def _construct(cell, inputs, kwargs):
+    """The cell hook of a sharded run: a cell called inside it runs its ``construct``, its
+    primitives going to the executor (the parallel extension is not asked again)."""
+    return cell.construct(*inputs, **kwargs)
+
+
+@contextmanager
+def _cells_construct():
+    """``_construct`` as this thread's cell hook for the block, the previous one after (also
+    when the block raises)."""
+    previous = set_cell_hook(_construct)
+    try:
+        yield
+    finally:
+        set_cell_hook(previous)
 
 
 def _strategy_checkpoint():
