@@ -1,6 +1,14 @@
-"""Global execution context: run mode, the default device for new tensors, the log level."""
+"""Global execution context: run mode, the default device for new tensors, the log level.
+
+The backend resolves "the default device" through a reader registered here
+(``backend.device.set_default_device_source``), so it never imports this module; the
+parallel layer lends this module its MindSpore 1.x names (``lend``).
+"""
 import logging
 import os
+
+from .backend.device import present_target, set_default_device_source
+from .log import logger
 
 GRAPH_MODE = 0
 PYNATIVE_MODE = 1
@@ -102,7 +110,7 @@ def _translate(kwargs):
                 raise ValueError(f"set_context: {key} must be a {kind.__name__}, got {value!r}")
             if key not in _noted:
                 _noted.add(key)
-                logging.getLogger("minitorch_dist").warning(
+                logger.warning(
                     "set_context(%s=...) is accepted and ignored: it configures MindSpore's graph "
                     "compiler, Ascend or its runtime, which do not exist here", key)
             continue
@@ -120,7 +128,6 @@ def _check_level(value):
 
 
 def _apply_log_level(name):
-    logger = logging.getLogger("minitorch_dist")
     if name is None:
         logger.setLevel(logging.NOTSET)
         while _handler:
@@ -139,8 +146,7 @@ def default_device_target():
     that is there: "GPU" when CuPy sees a GPU or the virtual GPU is on
     (``MINITORCH_DIST_VIRTUAL_GPU=1``), else "CPU". ``set_context(device_target="CPU")``
     keeps a job on the host."""
-    from .backend.device import cupy_or_none, virtual_gpu_enabled
-    return "GPU" if virtual_gpu_enabled() or cupy_or_none() is not None else "CPU"
+    return present_target()
 
 
 def get_context(key):
@@ -151,13 +157,35 @@ def get_context(key):
     return _context[key]
 
 
+def _default_device_spec():
+    """What ``get_device(None)`` resolves: ``device_target``, indexed by ``device_id``."""
+    spec = get_context("device_target")
+    if spec.strip().upper() == "GPU" and get_context("device_id"):
+        spec = f"GPU:{get_context('device_id')}"      # set_context(device_id=k)
+    return spec
+
+
+set_default_device_source(_default_device_spec)
+
+_lent = {}      # name -> object, lent by a higher layer (``lend``)
+
+
+def lend(**names):
+    """Make ``names`` readable as attributes of this module. The parallel layer lends its
+    ``ParallelMode`` and ``*_auto_parallel_context`` functions, so that MindSpore 1.x's
+    ``from mindspore.context import ParallelMode`` works without this module importing it.
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist.context import ParallelMode
+    >>> ParallelMode is ms.ParallelMode
+    True
+    """
+    _lent.update(names)
+
+
 def __getattr__(name):
-    # ``from mindspore.context import ParallelMode`` and ``context.set_auto_parallel_context``
-    # (MindSpore 1.x spellings, used by seed 004) reach the parallel layer's context.
-    if name in ("ParallelMode", "set_auto_parallel_context", "get_auto_parallel_context",
-                "reset_auto_parallel_context"):
-        from .parallel import context as parallel_context
-        return getattr(parallel_context, name)
+    if name in _lent:
+        return _lent[name]
     raise AttributeError(f"module 'minitorch_dist.context' has no attribute {name!r}")
 
 

@@ -15,11 +15,10 @@ Each call checks its arguments and says, once, what it does here:
 >>> import minitorch_dist.runtime as rt
 >>> rt.launch_blocking()
 """
-import logging
 import os
 import re
 
-logger = logging.getLogger("minitorch_dist")
+from .log import logger
 
 __all__ = ["set_memory", "set_cpu_affinity", "launch_blocking"]
 

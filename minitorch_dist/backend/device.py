@@ -20,6 +20,24 @@ from .pool import BufferPool
 VALID_TARGETS = ("CPU", "GPU")
 _ALIASES = {"CPU": "CPU", "HOST": "CPU", "GPU": "GPU", "CUDA": "GPU", "DEVICE": "GPU"}
 _cache = {}
+# Where ``get_device(None)`` learns the default device: ``minitorch_dist.context`` registers
+# a reader of its ``device_target``/``device_id`` (the backend does not import the context).
+_default_source = [None]
+
+
+def set_default_device_source(source):
+    """Make ``source()`` (a spec such as "CPU" or "GPU:1") the device ``get_device(None)``
+    resolves; None: the device that is there (``present_target``)."""
+    _default_source[0] = source
+
+
+def present_target():
+    """"GPU" when CuPy sees a GPU or the virtual GPU is on, else "CPU".
+
+    >>> present_target() in ("CPU", "GPU")
+    True
+    """
+    return "GPU" if virtual_gpu_enabled() or cupy_or_none() is not None else "CPU"
 
 
 def virtual_gpu_enabled():
@@ -166,10 +184,8 @@ def get_device(spec=None):
     if isinstance(spec, Device):
         return spec
     if spec is None:
-        from ..context import get_context
-        spec = get_context("device_target")
-        if spec.strip().upper() == "GPU" and get_context("device_id"):
-            spec = f"GPU:{get_context('device_id')}"      # set_context(device_id=k)
+        source = _default_source[0]
+        spec = present_target() if source is None else source()
     if not isinstance(spec, str):
         raise TypeError(f"device must be a string such as 'CPU' or 'GPU:0', got {type(spec).__name__}")
     head, _, idx = spec.partition(":")

@@ -13,6 +13,7 @@ the bytes on the wire stay half of float32's: the point of fp16 gradient compres
 import numpy as np
 
 from ..backend import half
+from . import hooks
 from .communicator import Communicator, Request, check_buffers
 from .local import check_group_ranks
 from .reduction import check_out, divide_in_place
@@ -104,8 +105,7 @@ class MPICommunicator(Communicator):
         self.local_rank, self.local_size = node.Get_rank(), node.Get_size()
         node.Free()
         self.world_ranks = None if self.comm == MPI.COMM_WORLD else _world_ranks(self.comm)
-        from ..launch import watchdog   # replaced by a registration hook below
-        watchdog.watch(self)      # a launched job: end it when a peer leaves early
+        hooks.communicator_created(self)   # a launcher's watchdog watches it for early exits
 
     # ---- reductions -----------------------------------------------------------------
     def _reduce_args(self, array, out):

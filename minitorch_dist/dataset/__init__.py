@@ -12,6 +12,7 @@
 """
 from . import config, transforms, vision
 from .engine import Dataset
+from . import operations    # the nodes behind Dataset.map/batch/shuffle/repeat/take
 from .array_source import ArraySourceDataset
 from .numpy_slices import NumpySlicesDataset
 from .generator import GeneratorDataset

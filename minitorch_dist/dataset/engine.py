@@ -11,6 +11,10 @@ new ``Dataset`` wrapping its child. Nodes hand data on in one of two forms:
 
 Every epoch has a key (a tuple of ints: the epoch number, extended by ``repeat``); shuffles
 seed from it, so each epoch reshuffles and every rank shuffles the same way.
+
+The operation nodes live in ``operations.py``, which subclasses ``Dataset``; each names the
+method that makes it (``class MapDataset(Dataset, operation="map")``), so the methods here
+find their node class without importing that module (``dataset/__init__`` imports it).
 """
 import weakref
 
@@ -33,6 +37,13 @@ class Dataset:
     >>> [x.asnumpy().tolist() for (x,) in data]
     [[0, 1], [2, 3], [4]]
     """
+
+    _operations = {}    # method name -> node class (``operation=`` of a subclass)
+
+    def __init_subclass__(cls, operation=None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if operation is not None:
+            Dataset._operations[operation] = cls
 
     def __init__(self, children=()):
         self.children = tuple(children)
@@ -73,7 +84,6 @@ class Dataset:
         ``offload`` only tune MindSpore's speed: checked, and noted once when set; ``cache``
         and ``callbacks`` are refused.
         """
-        from .operations import MapDataset
         what = "Dataset.map"
         check_workers(num_parallel_workers, what)
         _speed_flag(what, "python_multiprocessing", python_multiprocessing, False)
@@ -81,7 +91,8 @@ class Dataset:
         _check_rowsize(what, max_rowsize)
         _refuse(what, "cache", cache, "a MindSpore cache server is not supported")
         _refuse(what, "callbacks", callbacks, "dataset callbacks (DSCallback) are not supported")
-        return MapDataset(self, operations, input_columns, output_columns, column_order)
+        return self._operations["map"](self, operations, input_columns, output_columns,
+                                       column_order)
 
     def batch(self, batch_size, drop_remainder=False, num_parallel_workers=None, **kwargs):
         """Stack ``batch_size`` consecutive rows; the last batch is smaller unless dropped.
@@ -90,7 +101,6 @@ class Dataset:
         :meth:`map`; ``per_batch_map`` (with its ``input_columns``/``output_columns``) and
         ``pad_info`` are refused, as is any other keyword.
         """
-        from .operations import BatchDataset
         what = "Dataset.batch"
         check_workers(num_parallel_workers, what)
         unknown = sorted(set(kwargs) - _BATCH_KWARGS)
@@ -104,22 +114,19 @@ class Dataset:
         for name in ("per_batch_map", "input_columns", "output_columns", "pad_info"):
             _refuse(what, name, kwargs.get(name), "per-batch functions and padding are not "
                     "supported; apply the function with map() before batch()")
-        return BatchDataset(self, batch_size, drop_remainder)
+        return self._operations["batch"](self, batch_size, drop_remainder)
 
     def shuffle(self, buffer_size):
         """Shuffle with a buffer of ``buffer_size`` rows (>= the dataset size: a full shuffle)."""
-        from .operations import ShuffleDataset
-        return ShuffleDataset(self, buffer_size)
+        return self._operations["shuffle"](self, buffer_size)
 
     def repeat(self, count=None):
         """Yield the data ``count`` times per epoch (``None`` or -1: forever)."""
-        from .operations import RepeatDataset
-        return RepeatDataset(self, count)
+        return self._operations["repeat"](self, count)
 
     def take(self, count=-1):
         """Only the first ``count`` rows (-1: all)."""
-        from .operations import TakeDataset
-        return TakeDataset(self, count)
+        return self._operations["take"](self, count)
 
     # ---- information ----------------------------------------------------------------------
     def get_dataset_size(self):

@@ -25,7 +25,7 @@ def _column_list(columns, what):
     return columns
 
 
-class MapDataset(Dataset):
+class MapDataset(Dataset, operation="map"):
     """Applies operations to some columns; other columns pass through unchanged."""
 
     def __init__(self, child, operations, input_columns=None, output_columns=None, column_order=None):
@@ -108,7 +108,7 @@ class MapDataset(Dataset):
             yield self._assemble(row, tuple(np.asarray(r) for r in results))
 
 
-class BatchDataset(Dataset):
+class BatchDataset(Dataset, operation="batch"):
     """Groups ``batch_size`` consecutive rows into one row of stacked arrays."""
 
     def __init__(self, child, batch_size, drop_remainder=False):
@@ -205,7 +205,7 @@ def _count_shuffles(dataset):
     return own + sum(_count_shuffles(c) for c in dataset.children)
 
 
-class ShuffleDataset(Dataset):
+class ShuffleDataset(Dataset, operation="shuffle"):
     """Shuffles rows through a buffer; a buffer as big as the data gives a full shuffle."""
 
     def __init__(self, child, buffer_size):
@@ -248,7 +248,7 @@ class ShuffleDataset(Dataset):
         yield from buffer_shuffle(self.children[0]._iter_rows(key), self.buffer_size, self._rng(key))
 
 
-class RepeatDataset(Dataset):
+class RepeatDataset(Dataset, operation="repeat"):
     """Runs the child ``count`` times per epoch (each pass reshuffles)."""
 
     def __init__(self, child, count=None):
@@ -291,7 +291,7 @@ class RepeatDataset(Dataset):
         yield from self._repeat(lambda p: self.children[0]._iter_rows(key + (p,)))
 
 
-class TakeDataset(Dataset):
+class TakeDataset(Dataset, operation="take"):
     """The first ``count`` rows of each epoch."""
 
     def __init__(self, child, count=-1):

@@ -2,9 +2,13 @@
 
 ``python -m minitorch_dist.run -n N script.py`` starts N ranks through ``mpiexec`` and watches
 them. Nothing in the library's layers imports this package; the ranks meet it only through
-the rank runner that wraps their script.
+the rank runner that wraps their script, which registers the watchdog with
+``communication.hooks`` (where communicators announce themselves).
 
-* ``launcher``: the command line, ``launch()`` and ``spawn()`` (SINGA's multiprocessing start).
+* ``cli``: the command line (``parse_options``, ``main``).
+* ``job``: running one job (``launch()``): its directory, signals, the end and its report.
+* ``mpiexec``: the ``mpiexec`` command line and the ranks' environment.
+* ``multiprocess``: ``spawn()``, SINGA's multiprocessing start with the launcher's manners.
 * ``rank_runner``: what every rank executes around the user's script.
 * ``watchdog``, ``report``: early-exit detection, failure records and the one report.
 * ``output``, ``relay``: the ranks' tagged output split per rank; records relayed through it.

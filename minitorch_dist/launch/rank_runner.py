@@ -111,6 +111,7 @@ def _watch_launcher(pid):
 def main(argv=None):
     """Run the program; record how it ended; abort the job when it raised."""
     argv = sys.argv[1:] if argv is None else argv
+    watchdog.install()            # the program's communicators are watched for early exits
     launcher = local_launcher_pid(os.environ.get(LAUNCHER_PID_VARIABLE))
     if launcher is not None:
         _watch_launcher(launcher)

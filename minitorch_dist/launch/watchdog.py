@@ -22,6 +22,11 @@ A rank on a machine that cannot see the job directory (a multi-machine job witho
 directory (``relay``). Such a rank cannot read the others' exit records either, so once
 it has waited in one collective for ``RELAY_WAIT_SECONDS`` it relays a ``wait.<rank>.json``
 record, and the launcher applies ``stuck_reason_for`` on its behalf.
+
+The library layers never import this module: a communicator announces itself through
+``communication.hooks`` (``install`` registers ``watch`` there; the rank runner and
+``spawn`` call it), and ``Model.train`` records its step there (``set_step`` here is the
+same function).
 """
 import json
 import os
@@ -31,8 +36,11 @@ import time
 import traceback
 import weakref
 
+from ..communication import hooks
+from ..communication.mpi import import_mpi
+
 __all__ = ["JOB_DIR_VARIABLE", "RECORD_PREFIX", "job_dir", "launched", "world_rank", "set_step",
-           "current_step", "watch", "record_exit", "record_failure", "comm_key",
+           "current_step", "install", "watch", "record_exit", "record_failure", "comm_key",
            "stuck_reason", "stuck_reason_for", "wait_record", "write_record", "read_records",
            "early_exit_record", "POLL_SECONDS"]
 
@@ -43,7 +51,9 @@ RECORD_PREFIX = "minitorch_dist: record "
 _RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK")
 _watched = weakref.WeakSet()
 _counters = []        # (comm key, [calls]): a communicator's count outlives the object
-_state = {"thread": None, "step": None, "exited": False, "relayed_wait": None}
+_state = {"thread": None, "exited": False, "relayed_wait": None}
+# the step lives below the launcher (Model.train records it without importing launch/)
+set_step, current_step = hooks.set_step, hooks.current_step
 _lock = threading.Lock()
 
 
@@ -67,20 +77,15 @@ def world_rank():
     return 0
 
 
-def set_step(step):
-    """Record the training step this rank is in (named in early-exit messages)."""
-    _state["step"] = None if step is None else int(step)
-
-
-def current_step():
-    """The step last given to ``set_step``, or None."""
-    return _state["step"]
-
-
 def comm_key(comm):
     """A name of ``comm`` that every member computes alike: its world ranks."""
     ranks = getattr(comm, "world_ranks", None)
     return "world" if ranks is None else ",".join(str(r) for r in ranks)
+
+
+def install():
+    """Watch every communicator made from now on (``watch`` them as they are created)."""
+    hooks.on_communicator_created(watch)
 
 
 def watch(comm):
@@ -129,7 +134,7 @@ def record_exit(code=0):
     collectives = _totals()
     return _write(f"exit.{world_rank()}.json",
                   {"rank": world_rank(), "code": code, "collectives": collectives,
-                   "step": _state["step"], "time": time.time()})
+                   "step": current_step(), "time": time.time()})
 
 
 def _totals():
@@ -154,7 +159,7 @@ def record_failure(exc=None, message=None, kind="exception", fold=None, rank=Non
         text, summary = message, message
     rank = world_rank() if rank is None else int(rank)
     record = {"rank": rank, "kind": kind, "summary": summary, "traceback": text,
-              "fold": fold or summary, "step": _state["step"], "time": time.time()}
+              "fold": fold or summary, "step": current_step(), "time": time.time()}
     _write(f"failure.{rank}.json", record)
     return record
 
@@ -180,7 +185,7 @@ def wait_record(comm, pending, me):
     key = comm_key(comm)
     members = getattr(comm, "world_ranks", None) or range(comm.size)
     return {"rank": me, "key": key, "op": op, "seq": seq, "mine": _totals().get(key, seq),
-            "members": [int(r) for r in members], "step": _state["step"], "time": time.time()}
+            "members": [int(r) for r in members], "step": current_step(), "time": time.time()}
 
 
 def stuck_reason_for(wait, exits):
@@ -258,10 +263,9 @@ def early_exit_record(reason, rank, step):
 
 def _abort(reason):
     me = world_rank()
-    _write(f"failure.{me}.json", early_exit_record(reason, me, _state["step"]))
+    _write(f"failure.{me}.json", early_exit_record(reason, me, current_step()))
     print(f"minitorch_dist: {reason}", file=sys.stderr, flush=True)
     try:
-        from ..communication.mpi import import_mpi
         import_mpi().COMM_WORLD.Abort(1)
     finally:
         os._exit(1)

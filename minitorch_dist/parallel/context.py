@@ -8,11 +8,9 @@
 """
 
 
-import logging
-
+from .. import context as execution_context
+from ..log import logger
 from ..thread_state import ThreadState
-
-logger = logging.getLogger("minitorch_dist")
 
 
 class ParallelMode:
@@ -127,9 +125,8 @@ def set_auto_parallel_context(**kwargs):
         _check_against_job(kwargs)        # before anything changes: a refusal changes nothing
     if "save_graphs" in kwargs:
         # Seed 004 passes save_graphs here; it is an execution-context option (set_context).
-        from ..context import set_context
         kwargs = dict(kwargs)
-        set_context(save_graphs=kwargs.pop("save_graphs"))
+        execution_context.set_context(save_graphs=kwargs.pop("save_graphs"))
     if kwargs.get("enable_parallel_optimizer") and not _context["enable_parallel_optimizer"]:
         logger.warning("enable_parallel_optimizer=True is accepted: optimizer states are not "
                        "sharded here, so each rank keeps whole ones; results are the same, only "
@@ -221,3 +218,12 @@ def is_data_parallel():
     """True when gradients must be reduced across ranks by the training wrappers."""
     return get_auto_parallel_context("parallel_mode") in (ParallelMode.DATA_PARALLEL,
                                                           ParallelMode.HYBRID_PARALLEL)
+
+
+# ``from mindspore.context import ParallelMode`` and ``context.set_auto_parallel_context``
+# (MindSpore 1.x spellings, used by seed 004) reach these names through the execution
+# context, which does not import this layer: it is lent them here.
+execution_context.lend(ParallelMode=ParallelMode,
+                       set_auto_parallel_context=set_auto_parallel_context,
+                       get_auto_parallel_context=get_auto_parallel_context,
+                       reset_auto_parallel_context=reset_auto_parallel_context)

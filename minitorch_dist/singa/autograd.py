@@ -24,6 +24,9 @@ A thin mapping onto minitorch_dist's tape, as the rest of the facade is:
 >>> [(p.name, g.shape) for p, g in autograd.backward(loss)]
 [('w', (2, 2))]
 """
+import sys
+
+from . import flags
 from . import tape as _tape
 from .functional import *  # noqa: F401,F403 - the operators are part of this module
 from .functional import __all__ as _FUNCTIONS
@@ -33,6 +36,7 @@ from .tensor import Tensor
 from .unsupported import module_getattr
 
 training = False
+flags.keep_in(sys.modules[__name__])    # the flag stays a plain attribute here, as in SINGA
 
 __all__ = ["training", "backward", "gradients", "Operator", "Tensor"] + list(_FUNCTIONS)
 

@@ -154,7 +154,7 @@ _sce_layers = {}
 def softmax_cross_entropy(x, t):
     """Batch mean of ``-log softmax(x)[label]`` for ``(B, C)`` logits; ``t`` holds class
     indices or ``(B, C)`` (one-hot) rows. Shape ``(1,)``."""
-    from .layer import SoftMaxCrossEntropy
+    from .layer_basic import SoftMaxCrossEntropy
     _tensors("softmax_cross_entropy", x=x, t=t)
     layer = _sce_layers.get(x.device)
     if layer is None:

@@ -33,7 +33,8 @@ from .. import ops
 from . import flags
 from . import functional as F
 from . import tensor as _tensor
-from .layer import Conv2d, Layer, _check_input, _gaussian_parameter, _positive_int
+from .layer_base import Layer, _check_input, _gaussian_parameter, _positive_int
+from .layer_basic import Conv2d
 
 __all__ = ["BatchNorm2d", "SeparableConv2d", "Gemm", "Add", "Cat", "Reshape", "Sigmoid",
            "Tanh", "SoftMax", "MeanSquareError", "CrossEntropy", "BinaryCrossEntropy"]

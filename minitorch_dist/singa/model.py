@@ -54,7 +54,7 @@ from ..tensor import Tensor as CoreTensor
 from . import flags
 from . import tape as _tape
 from . import tensor as _tensor
-from .layer import Layer, _Held
+from .layer_base import Layer, _Held
 from .device import note_eager_graph
 from .unsupported import module_getattr
 

@@ -39,6 +39,7 @@ from ..extension import extension
 from ..nn.cell import Cell
 from ..nn.parameter import Parameter
 from ..tensor import Tensor
+from .train_state import TRAIN_STATE, restore_from_entries, train_state_json
 
 __all__ = ["save_checkpoint", "load_checkpoint", "load_param_into_net", "wait_async_saves",
            "checkpoint_entries", "restore_train_state", "train_state_json", "TRAIN_STATE"]
@@ -46,7 +47,6 @@ __all__ = ["save_checkpoint", "load_checkpoint", "load_param_into_net", "wait_as
 FORMAT = "minitorch_dist.checkpoint"
 VERSION = 1
 MANIFEST = "__checkpoint__.json"
-TRAIN_STATE = "__train_state__"
 
 
 # ---- saving ---------------------------------------------------------------------------------
@@ -561,6 +561,20 @@ def _as_tensor(name, value):
                     f"an array, got {type(value).__name__}")
 
 
-# The training state a checkpoint carries for an exact resume lives in train_state.py; its
-# two functions are part of this module's API (ModelCheckpoint, docs/failures.md).
-from .train_state import restore_train_state, train_state_json  # noqa: E402,F401
+def restore_train_state(checkpoint, dataset=None):
+    """Put back the training state a ``ModelCheckpoint`` file carries, for an exact resume.
+
+    ``checkpoint`` is a path or the dict ``load_checkpoint`` returned. Restores the
+    framework's random state (dropout masks, later initializers) and, with ``dataset``, its
+    epoch counter (its shuffle order). Returns ``{"epoch", "step", "step_in_epoch",
+    "batch_num", "complete_epoch"}``: resume with ``Model.train(total_epochs, dataset,
+    initial_epoch=state["epoch"])`` after ``load_checkpoint(path, train_network)``. A
+    checkpoint written in the middle of an epoch resumes at the start of the next epoch
+    (``complete_epoch`` is False): not bit-identical, and a ``UserWarning`` says so.
+    A checkpoint without training state is a ValueError naming the file.
+    (The state itself is read and written in ``train_state.py``.)
+    """
+    if not isinstance(checkpoint, (str, os.PathLike)):
+        return restore_from_entries(checkpoint, dataset)
+    entries = load_checkpoint(checkpoint, specify_prefix=TRAIN_STATE)
+    return restore_from_entries(entries, dataset, where=checkpoint)

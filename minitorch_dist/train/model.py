@@ -16,7 +16,7 @@ import contextlib
 import warnings
 
 from ..autograd import no_grad
-from ..launch.watchdog import set_step as _set_step
+from ..communication.hooks import set_step as _set_step
 from ..extension import extension
 from ..nn.cell import Cell
 from ..nn.wrappers import TrainOneStepCell, WithEvalCell, WithLossCell

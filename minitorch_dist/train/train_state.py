@@ -1,17 +1,18 @@
 """The training state a ``ModelCheckpoint`` file carries, for an exact resume.
 
 ``train_state_json(cb_params)`` is the ``__train_state__`` entry (epoch, step, the random
-state, the dataset's epoch counter); ``restore_train_state(checkpoint, dataset)`` puts it
-back. ``docs/failures.md`` shows a resume.
+state, the dataset's epoch counter); ``restore_from_entries(entries, dataset)`` puts it back
+from a loaded checkpoint (``checkpoint.restore_train_state`` loads the file first: this
+module does not import ``checkpoint.py``). ``docs/failures.md`` shows a resume.
 """
 import json
-import os
 import warnings
 
 from .. import random as framework_random
-from .checkpoint import TRAIN_STATE, load_checkpoint
 
-__all__ = ["train_state_json", "restore_train_state"]
+__all__ = ["train_state_json", "restore_from_entries", "TRAIN_STATE"]
+
+TRAIN_STATE = "__train_state__"     # the checkpoint entry that carries it
 
 
 def train_state_json(cb_params):
@@ -29,21 +30,9 @@ def train_state_json(cb_params):
     return json.dumps(state)
 
 
-def restore_train_state(checkpoint, dataset=None):
-    """Put back the training state a ``ModelCheckpoint`` file carries, for an exact resume.
-
-    ``checkpoint`` is a path or the dict ``load_checkpoint`` returned. Restores the
-    framework's random state (dropout masks, later initializers) and, with ``dataset``, its
-    epoch counter (its shuffle order). Returns ``{"epoch", "step", "step_in_epoch",
-    "batch_num", "complete_epoch"}``: resume with ``Model.train(total_epochs, dataset,
-    initial_epoch=state["epoch"])`` after ``load_checkpoint(path, train_network)``. A
-    checkpoint written in the middle of an epoch resumes at the start of the next epoch
-    (``complete_epoch`` is False): not bit-identical, and a ``UserWarning`` says so.
-    A checkpoint without training state is a ValueError naming the file.
-    """
-    where = checkpoint if isinstance(checkpoint, (str, os.PathLike)) else "the checkpoint"
-    if isinstance(checkpoint, (str, os.PathLike)):
-        checkpoint = load_checkpoint(checkpoint, specify_prefix=TRAIN_STATE)
+def restore_from_entries(checkpoint, dataset=None, where="the checkpoint"):
+    """``checkpoint.restore_train_state`` of ``checkpoint``, the dict ``load_checkpoint``
+    returned (``where`` names it in errors); see there."""
     if not isinstance(checkpoint, dict):
         raise TypeError("restore_train_state: checkpoint must be a path or the dict "
                         f"load_checkpoint returned, got {type(checkpoint).__name__}")
@@ -72,6 +61,6 @@ def restore_train_state(checkpoint, dataset=None):
                           f"of {batch_num} of epoch {state['epoch']}; pass the dataset so that "
                           "training resumes at the next batch of that epoch (otherwise the "
                           "interrupted epoch starts over and the run is not bit-identical)",
-                          UserWarning, stacklevel=2)
+                          UserWarning, stacklevel=3)   # the caller of restore_train_state
     return {"epoch": epoch, "step": int(state["step"]), "step_in_epoch": step_in_epoch,
             "batch_num": batch_num, "complete_epoch": bool(complete)}

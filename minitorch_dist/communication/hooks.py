@@ -1,0 +1,59 @@
+"""What tools above the layers learn from the communicators: new ones, and the current step.
+
+The launcher watches every rank of a job for peers that left early (``launch/watchdog.py``).
+It needs two things from the layers below, which must not import it:
+
+* each communicator it should watch, when it is made: ``MPICommunicator`` calls
+  ``communicator_created(self)`` at the end of its constructor, which calls every function
+  registered with ``on_communicator_created`` (the rank runner and ``spawn`` register the
+  watchdog's ``watch`` there);
+* the training step a rank is in, named in its messages: ``Model.train`` records it with
+  ``set_step``, and the watchdog reads it back with ``current_step``.
+
+Without a launcher nothing is registered, and both cost a dictionary look-up.
+
+>>> from minitorch_dist.communication import hooks
+>>> seen = []
+>>> hooks.on_communicator_created(seen.append)
+>>> hooks.communicator_created("comm")
+>>> hooks.remove_communicator_hook(seen.append); seen
+['comm']
+>>> hooks.set_step(3); hooks.current_step()
+3
+>>> hooks.set_step(None)
+"""
+
+__all__ = ["on_communicator_created", "remove_communicator_hook", "communicator_created",
+           "set_step", "current_step"]
+
+_created_hooks = []
+_state = {"step": None}
+
+
+def on_communicator_created(fn):
+    """Call ``fn(communicator)`` for every communicator made from now on (once per ``fn``:
+    registering the same function again changes nothing)."""
+    if fn not in _created_hooks:
+        _created_hooks.append(fn)
+
+
+def remove_communicator_hook(fn):
+    """Stop calling ``fn`` (registered with ``on_communicator_created``); absent: no-op."""
+    if fn in _created_hooks:
+        _created_hooks.remove(fn)
+
+
+def communicator_created(comm):
+    """Tell the registered functions that ``comm`` exists (communicators call this)."""
+    for fn in list(_created_hooks):
+        fn(comm)
+
+
+def set_step(step):
+    """Record the training step this rank is in (None: not in a step)."""
+    _state["step"] = None if step is None else int(step)
+
+
+def current_step():
+    """The step last given to ``set_step``, or None."""
+    return _state["step"]
