@@ -69,7 +69,7 @@ The ratios are taken within a repeat (jobs that ran seconds apart), and the medi
 to explain the ratios: the machine is shared and they drift.
 
 The allocator: every job, the one-process ones too, runs in the launcher's environment
-(``rank_environment`` in ``minitorch_dist/launch/launcher.py``), so all four are compared under the same
+(``rank_environment`` in ``minitorch_dist/launch/mpiexec.py``), so all four are compared under the same
 setting: one BLAS thread, and glibc keeping freed blocks of up to 256 MiB for reuse
 (``MALLOC_MMAP_THRESHOLD_=268435456 MALLOC_TRIM_THRESHOLD_=1073741824``, unless the caller
 set them). ``--system-malloc`` removes those two variables from every job (glibc's own

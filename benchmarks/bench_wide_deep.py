@@ -46,7 +46,7 @@ Absolute times are shown only to explain the ratios: the machine is shared and t
 BLAS and the sparse kernels run ``--threads`` threads (default 1) in every configuration.
 
 The allocator: the script runs under the launcher's glibc setting (``MALLOC_VARIABLES`` of
-``minitorch_dist/launch/launcher.py``: freed blocks of up to 256 MiB are kept for reuse), restarting
+``minitorch_dist/launch/mpiexec.py``: freed blocks of up to 256 MiB are kept for reuse), restarting
 itself with it when the caller's environment lacks it, as the other benchmarks run their
 jobs. Host-device copies the looked-up rows into fresh arrays every step; with glibc's
 defaults those come from ``mmap`` and are page-faulted in again each time, which costs

@@ -2,9 +2,11 @@
 
 The script must exit 0 and print its summary ratios with numbers. The byte ratios come from
 ``DistOpt.comm_stats()`` and are exact functions of the model's shapes, so they are asserted
-against their targets; the timing ratios are only checked to be positive numbers (timings on
-a shared 2-core machine are too noisy for a test).
+against their targets; the byte table has one row per option asked for, each consistent with
+itself. The timing ratios are only checked to be finite positive numbers that repeat the
+detailed sections' figures (timings on a shared 2-core machine are too noisy for a test).
 """
+import math
 import os
 import re
 import sys
@@ -18,10 +20,21 @@ N_PARAMS = 431080                        # SINGA's MNIST CNN
 NUMBER = r"([0-9]+(?:\.[0-9]+)?)"
 
 
+WIRE_ROWS = ("fp32", "fp16", "sparseTopK spars=0.01", "sparseThreshold spars=",
+             "partialUpdate", "partialUpdate buffSize=512KiB")
+# section 1: "  <option>  <bytes per step>  <bytes / fp32>  what is sent"
+WIRE_ROW = re.compile(r"^  (\S.*?) +([0-9][0-9,]*) +([0-9]+\.[0-9]{4})  (?:allreduce|allgatherv)",
+                      re.MULTILINE)
+
+
 def _ratio(output, label):
     match = re.search(re.escape(label) + r"\s*=\s*" + NUMBER, output)
     assert match, f"no line {label!r} in:\n{output}"
     return float(match.group(1))
+
+
+def _all(pattern, output):
+    return [float(value) for value in re.findall(pattern, output, re.MULTILINE)]
 
 
 @pytest.mark.mpi
@@ -42,14 +55,39 @@ def test_quick_benchmark_runs_and_reports_the_ratios():
     assert re.search(r"bytes sparseTopK\(0\.01\) / fp32 = \S+ +\(target <= 0\.025\) +PASS",
                      output), output
 
-    assert _ratio(output, "time DistOpt fp32 comm / raw Allreduce") > 0
-    assert _ratio(output, "samples/s 2 ranks / 1 rank") > 0
-    assert _ratio(output, "samples/s 2 ranks / 1 rank, interleaved in one job") > 0
+    # the byte table: the options asked for, in order, each ratio its bytes over fp32's
+    rows = WIRE_ROW.findall(output)
+    assert len(rows) == len(WIRE_ROWS), rows
+    fp32_bytes = float(rows[0][1].replace(",", ""))
+    assert fp32_bytes == 4 * N_PARAMS
+    for (label, sent, ratio), expected in zip(rows, WIRE_ROWS):
+        assert label.startswith(expected), (label, expected)
+        assert float(ratio) == pytest.approx(float(sent.replace(",", "")) / fp32_bytes, abs=6e-5)
+    table = {label: float(ratio) for label, _, ratio in rows}
+    assert table["fp16"] == _ratio(output, "bytes fp16 / fp32")
+    assert table["sparseTopK spars=0.01"] == topk
+
+    # timings: finite, positive, and the summary repeats the sections' figures
+    timings = {label: _ratio(output, label) for label in (
+        "time DistOpt fp32 comm / raw Allreduce", "samples/s 2 ranks / 1 rank",
+        "samples/s 2 ranks / 1 rank, interleaved in one job", "2 ranks / 1 rank by CPU time")}
+    for label, value in timings.items():
+        assert math.isfinite(value) and value > 0, (label, value)
+    exchange = re.search(r"^  DistOpt exchange, grads in bucket +" + NUMBER + r" ms +x" + NUMBER,
+                         output, re.MULTILINE)
+    raw = re.search(r"^  raw MPI Allreduce +" + NUMBER + r" ms +x1\.00 of raw", output,
+                    re.MULTILINE)
+    assert exchange and raw, output
+    assert timings["time DistOpt fp32 comm / raw Allreduce"] == float(exchange.group(2))
+    assert float(exchange.group(2)) == pytest.approx(
+        float(exchange.group(1)) / float(raw.group(1)), abs=0.006)
+    medians = _all(r"^  median ratio 2 ranks / 1 rank: " + NUMBER + "$", output)
+    assert medians == [timings["samples/s 2 ranks / 1 rank"],
+                       timings["samples/s 2 ranks / 1 rank, interleaved in one job"]], medians
+    assert _all(r"per block\): " + NUMBER + "$", output) == [
+        timings["2 ranks / 1 rank by CPU time"]]
     assert re.search(r"interleaved in one job = \S+ +\(target >= 1\.9\) +(PASS|MISS)", output)
-    assert _ratio(output, "2 ranks / 1 rank by CPU time") > 0
     assert re.search(r"ceiling for any 2-rank job, two 1-rank jobs at once: \d+\.\d+", output)
-    for row in ("fp32", "fp16", "sparseTopK spars=0.01", "sparseThreshold", "partialUpdate"):
-        assert re.search(rf"^  {re.escape(row)}", output, re.MULTILINE), output
 
 
 @pytest.mark.mpi

@@ -1,9 +1,10 @@
 """``benchmarks/bench_host_device.py``: both contenders compute the same sparse step (else the
 speed-up compares different work), the agreement check can fail, the step the benchmark times
 never allocates anything the size of the table, the largest-table arithmetic, and tiny runs of
-both modes print sane figures. Timing ratios are only checked to be positive numbers: a tiny
-run on a shared 2-core machine is too noisy for more."""
+both modes print sane figures. Timing ratios are only checked to be finite positive numbers,
+the ones the figures hold: a tiny run on a shared 2-core machine is too noisy for more."""
 import importlib.util
+import math
 import os
 import re
 import tracemalloc
@@ -118,7 +119,9 @@ def test_tiny_comparison_prints_its_figures(capsys, tmp_path):
     figures = bench.main(TINY + ["--phases", "--json", str(out_json)])
     output = capsys.readouterr().out
     assert torch.get_num_threads() == threads          # the process is left as it was
-    assert _ratio(output, "step time PyTorch / ours") > 0
+    speedup = _ratio(output, "step time PyTorch / ours")
+    assert math.isfinite(speedup) and speedup > 0
+    assert speedup == pytest.approx(figures["speedup"]["median"], abs=0.006)
     assert re.search(r"\(target >= 2\)\s+(PASS|MISS)", output), output
     assert "AGREE" in output and figures["agreement"]["agree"]
     for phase in ("forward", "backward", "update", "rows alone"):
@@ -138,7 +141,9 @@ def test_tiny_largest_mode_trains_the_table_it_sized(capsys):
     assert figures["rows"] > args.rows
     assert figures["with_moments_bytes"] == 12 * figures["rows"] * 8
     assert figures["with_moments_bytes"] < 6 * 2 ** 20
-    assert _ratio(output, "step time largest / 3,000-row table") > 0
+    ratio = _ratio(output, "step time largest / 3,000-row table")
+    assert math.isfinite(ratio) and ratio > 0
+    assert ratio == pytest.approx(figures["time_ratio"]["median"], abs=0.006)
     assert "rows finite and moved: True" in output
 
 

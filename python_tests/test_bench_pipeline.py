@@ -1,15 +1,17 @@
 """Smoke test of ``benchmarks/bench_pipeline.py --quick`` on real MPI ranks.
 
-The script must exit 0 and print every ratio with a number. What does not depend on speed
-is asserted: stage 0 holds fewer live micro-batches under 1F1B than under GPipe (2 against 8
-with 2 stages and 8 micro-batches, as the schedule simulator predicts) and fewer activation
-bytes, and each rank holds half of the model's parameter bytes. The timing ratios are only
-checked to be positive numbers: a quick run on a shared 2-core machine is too noisy for more.
+The script must exit 0 and print every ratio with a number, the number its JSON report
+holds. What does not depend on speed is asserted: the schedules compute the same losses,
+stage 0 holds fewer live micro-batches under 1F1B than under GPipe (2 against 8 with 2
+stages and 8 micro-batches, as the schedule simulator predicts) and fewer activation bytes,
+and each rank holds half of the model's parameter bytes. The timing ratios are only checked
+to be finite positive numbers: a quick run on a shared 2-core machine is too noisy for more.
 Every job runs under the launcher's allocator setting (``MALLOC_VARIABLES``), and
 ``--system-malloc`` takes it away from every job, the pipeline ranks included.
 """
 import importlib.util
 import json
+import math
 import os
 import re
 import sys
@@ -37,6 +39,14 @@ RATIOS = ("samples/s 2 pipeline ranks 1F1B / 1 process accumulating",
           "stage 0 peak live micro-batches 1F1B / GPipe = 2/8",
           "stage 0 parameter bytes held / model",
           "stage 1 parameter bytes held / model")
+# where the JSON report keeps each printed figure (a spread's median, or the figure itself),
+# and the digits it is printed with
+FIGURES = (("throughput_1f1b", 2), ("plain_1f1b", 2), ("throughput_gpipe", 2),
+           ("plain_gpipe", 2), ("throughput_interleaved", 2), ("plain_interleaved", 2),
+           ("microbatching_cost", 2), ("pipeline_efficiency", 2), ("time_1f1b_over_gpipe", 3),
+           ("measured_over_schedule", 3), (("waited_fraction", "0"), 3),
+           (("waited_fraction", "1"), 3), ("stage0_bytes_1f1b_over_gpipe", 3), (None, 3),
+           (("parameter_fraction", "0"), 3), (("parameter_fraction", "1"), 3))
 
 
 def _ratio(output, label):
@@ -89,10 +99,12 @@ def test_quick_benchmark_runs_and_reports_the_ratios(tmp_path):
                                 timeout=120)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
-    for label in RATIOS:
-        assert _ratio(output, label) >= 0
-    for label in RATIOS[:10]:          # timings: positive, nothing more in a quick run
-        assert _ratio(output, label) > 0
+    printed = {label: _ratio(output, label) for label in RATIOS}
+    for label in RATIOS[:10]:          # timings: finite and positive, nothing more in a quick run
+        assert math.isfinite(printed[label]) and printed[label] > 0, (label, printed[label])
+    for label in RATIOS[10:12]:        # a fraction of the step
+        assert 0 <= printed[label] < 1, (label, printed[label])
+    assert printed[RATIOS[13]] == pytest.approx(2 / 8, abs=5e-4)
     assert re.search(r"target >= 1\.6, bound 1\.78\)\s+(PASS|MISS)", output), output
     assert re.search(r"\(\d+ s in all\)", output), output
     assert re.search(r"machine load \(1-minute average before each job, the benchmark's own "
@@ -102,6 +114,12 @@ def test_quick_benchmark_runs_and_reports_the_ratios(tmp_path):
 
     report = json.loads(out_json.read_text())
     figures = report["figures"]
+    for label, (key, digits) in zip(RATIOS, FIGURES):   # the printed figures are the report's
+        if key is None:
+            continue
+        value = figures[key[0]][key[1]] if isinstance(key, tuple) else figures[key]
+        value = value["median"] if isinstance(value, dict) else value
+        assert printed[label] == pytest.approx(value, abs=0.6 * 10 ** -digits), (label, value)
     # accum does the pipeline's work in one process: the same summed loss after the same
     # steps (the plain step differs: it reports the mean over the whole batch)
     losses = report["last_loss"]

@@ -7,6 +7,8 @@ process's. The layout walker is also checked on a net whose redistributions need
 AllToAll with a backward, a ReduceScatter (``out_strategy``) and a 2 x 2 reshuffle.
 """
 import importlib.util
+import json
+import math
 import os
 import re
 import subprocess
@@ -77,14 +79,21 @@ def test_sharded_losses_equal_one_process(quick, bench):
         assert fig["loss_max_rel_diff"] <= bench.LOSS_RTOL, key
 
 
-def test_the_report_prints_every_ratio(quick):
+def _jobs_asked_for(bench, ranks):
+    return {f"{name}@{n}" for n in ranks for name in bench.strategies(n)}
+
+
+def test_the_report_prints_every_ratio(quick, bench):
     result, text = quick
-    for key in result["figures"]:
-        name, n = key.split("@")
-        match = re.search(rf"step time {name} on {n} thread ranks / 1 process\s*= ([0-9.]+) "
-                          r"\[([0-9.]+), ([0-9.]+)\]", text)
-        assert match, text
-        assert 0 < float(match.group(2)) <= float(match.group(1)) <= float(match.group(3))
+    assert set(result["figures"]) == _jobs_asked_for(bench, (2, 4, 8))
+    printed = re.findall(r"step time (\w+) on (\d+) thread ranks / 1 process\s*= ([0-9.]+) "
+                         r"\[([0-9.]+), ([0-9.]+)\]", text)
+    assert {f"{name}@{n}" for name, n, *_ in printed} == set(result["figures"]), text
+    for name, n, median, low, high in printed:
+        low, median, high = float(low), float(median), float(high)
+        assert math.isfinite(high) and 0 < low <= median <= high
+        spread = result["figures"][f"{name}@{n}"]["time_ratio"]    # the printed figures
+        assert median == pytest.approx(spread["median"], abs=0.006), (name, n, spread)
     assert "PASS" in text and "FAILED" not in text
 
 
@@ -158,7 +167,9 @@ def test_the_script_runs_from_the_command_line(tmp_path):
                           capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "model parallel on 4 ranks: W1,b1,W2 bytes held / model = 0.2500" in done.stdout
-    assert out_json.exists()
+    report = json.loads(out_json.read_text())
+    assert report["failed"] == []
+    assert set(report["figures"]) == {"dp@2", "mp@2", "dp@4", "mp@4", "mixed@4"}  # --ranks 2,4
 
 
 def test_sharding_doc_snippets_run():

@@ -1,8 +1,10 @@
 """``benchmarks/bench_training_step.py``: its hand-written NumPy baselines compute the same
 training step as minitorch_dist (else the ratios compare different work), and the script
-runs and prints its ratios."""
+runs and prints, for the models asked for only, ratios that parse and equal its timings."""
 import importlib.util
+import math
 import os
+import re
 
 import numpy as np
 import pytest
@@ -53,10 +55,40 @@ def test_numpy_cnn_by_hand_is_the_same_step():
                                    err_msg=name)
 
 
+RATIO = re.compile(r"^  (\w+): minitorch_dist / (pytorch|numpy by hand) = ([0-9.]+)  "
+                   r"\(target <= [0-9.]+\)$", re.MULTILINE)
+AGAINST = {"pytorch": "pytorch", "numpy by hand": "numpy (by hand)"}
+
+
+def _printed_ratios(out, results):
+    """The printed ratios, checked against the median times ``main`` returned."""
+    printed = {(model, against): float(value) for model, against, value in RATIO.findall(out)}
+    for (model, against), value in printed.items():
+        times = results[model]
+        assert math.isfinite(value) and value > 0, (model, against, value)
+        expected = times["minitorch_dist"] / times[AGAINST[against]]
+        assert value == pytest.approx(expected, abs=0.006), (model, against, value, times)
+    return printed
+
+
 def test_script_prints_every_ratio(capsys):
     results = bench.main(["--rounds", "1", "--steps", "1"])
     out = capsys.readouterr().out
     assert set(results) == {"mlp", "cnn"}
+    contenders = {"minitorch_dist", "numpy (by hand)"}
+    if importlib.util.find_spec("torch") is not None:
+        contenders.add("pytorch")
     for model in ("mlp", "cnn"):
-        assert f"{model}: minitorch_dist / numpy by hand = " in out
-        assert all(t > 0 for t in results[model].values())
+        assert set(results[model]) == contenders
+        assert all(math.isfinite(t) and t > 0 for t in results[model].values())
+    printed = _printed_ratios(out, results)
+    assert set(printed) == {(model, against) for model in ("mlp", "cnn")
+                            for against, name in AGAINST.items() if name in contenders}
+
+
+def test_only_the_model_asked_for_is_run_and_printed(capsys):
+    results = bench.main(["--rounds", "1", "--steps", "1", "--only", "cnn"])
+    out = capsys.readouterr().out
+    assert set(results) == {"cnn"}
+    assert "MLP" not in out and "mlp:" not in out
+    assert {model for model, _ in _printed_ratios(out, results)} == {"cnn"}

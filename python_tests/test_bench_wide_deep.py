@@ -25,6 +25,7 @@ SCRIPT = os.path.join(REPO, "benchmarks", "bench_wide_deep.py")
 NUMBER = r"([0-9]+\.[0-9]+)"
 RATIOS = ("samples/s host-device / one device", "samples/s host-device / all CPU",
           "samples/s one device / all CPU")
+FIGURES = ("host_device_over_device", "host_device_over_cpu", "device_over_cpu")  # in the JSON
 
 
 def _load_bench():
@@ -47,8 +48,9 @@ def test_quick_benchmark_prints_sane_ratios_and_equal_work(tmp_path):
                           timeout=120, env={"MINITORCH_DIST_VIRTUAL_GPU": "1"})
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
+    printed = {}
     for label in RATIOS:
-        median, low, high = _spread(output, label)
+        median, low, high = printed[label] = _spread(output, label)
         assert 0 < low <= median <= high, (label, median, low, high)
         assert 0.05 < median < 20, (label, median)     # the same step, run three ways
     assert "virtual GPU" in output and "memcpy" in output, output
@@ -73,8 +75,12 @@ def test_quick_benchmark_prints_sane_ratios_and_equal_work(tmp_path):
     assert predicted["device_params"] > 0
     for name in ("device", "cpu"):
         assert moved[name] == {"host_to_device": 0, "device_to_host": 0}, moved
-    for name, ratio in size["ratios"].items():
+    assert set(size["ratios"]) == set(FIGURES)
+    for label, name in zip(RATIOS, FIGURES):          # the printed spreads are the report's
+        ratio = size["ratios"][name]
         assert 0 < ratio["min"] <= ratio["median"] <= ratio["max"], (name, ratio)
+        assert printed[label] == pytest.approx(
+            (ratio["median"], ratio["min"], ratio["max"]), abs=0.006), (label, ratio)
 
 
 def test_system_malloc_restarts_without_the_launchers_allocator_setting(tmp_path):

@@ -20,7 +20,7 @@ SCRIPTS = os.path.join(REPO, "python_tests", "mpi_scripts")
 sys.path.insert(0, SCRIPTS)
 from collective_checks import tcp_child  # noqa: E402
 
-from mpi_jobs import JOB_TIMEOUT, LAUNCH_TIMEOUT, launch, needs_mpi  # noqa: E402
+from mpi_jobs import LAUNCH_TIMEOUT, launch, needs_mpi  # noqa: E402
 
 
 def launch_script(n, script, *args, launcher_timeout=LAUNCH_TIMEOUT):

@@ -8,7 +8,6 @@ Every subprocess runs under a timeout; the launcher gets its own, shorter one.
 import os
 import re
 import sys
-import time
 
 import pytest
 

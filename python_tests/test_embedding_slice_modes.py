@@ -77,7 +77,7 @@ FV, FF = 16, 4                                  # table rows; fields (a multiple
 
 def _field_ids(manual, steps=STEPS, seed=1):
     """Ids whose field block k (of len(manual)) stays in row block k, as field_slice needs."""
-    ranks, fields = len(manual), FF // len(manual)
+    fields = FF // len(manual)
     starts = np.cumsum((0,) + tuple(manual))[:-1]
     r = np.random.default_rng(seed).random((steps, B, FF))
     block = np.arange(FF) // fields

@@ -9,14 +9,16 @@ import time
 
 import pytest
 
-from minitorch_dist.launch import launcher as run
+from minitorch_dist.launch.cli import parse_args
+from minitorch_dist.launch.job import TIMEOUT_EXIT_CODE, launch
+from minitorch_dist.launch.mpiexec import build_command, find_mpiexec, mpi_flavor, rank_environment
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _mpi_available():
     try:
-        run.find_mpiexec()
+        find_mpiexec()
     except FileNotFoundError:
         return False
     return importlib.util.find_spec("mpi4py") is not None
@@ -25,18 +27,33 @@ def _mpi_available():
 needs_mpiexec = pytest.mark.skipif(not _mpi_available(), reason="needs mpiexec and mpi4py")
 
 
+def test_the_run_shim_gives_the_launchers_own_objects():
+    """``from minitorch_dist.run import spawn, wait_processes, ...`` (users, examples) keeps
+    working: the shim re-exports each public name of the modules that define it."""
+    import minitorch_dist.run as shim
+    from minitorch_dist.launch import cli, job, mpiexec, multiprocess
+    homes = {"main": cli, "parse_args": cli, "launch": job, "check_timeout": job,
+             "wait_processes": job, "TIMEOUT_EXIT_CODE": job, "spawn": multiprocess,
+             "find_mpiexec": mpiexec, "mpi_flavor": mpiexec, "build_command": mpiexec,
+             "rank_environment": mpiexec, "MALLOC_VARIABLES": mpiexec,
+             "THREAD_VARIABLES": mpiexec}
+    assert sorted(shim.__all__) == sorted(homes)
+    for name, module in homes.items():
+        assert getattr(shim, name) is getattr(module, name), name
+
+
 # ---- the command builder (pure) ---------------------------------------------------------------
 def test_root_adds_allow_run_as_root_only_for_open_mpi():
-    as_root = run.build_command(2, ["t.py"], "mpiexec", "py", is_root=True, cores=8)
-    as_user = run.build_command(2, ["t.py"], "mpiexec", "py", is_root=False, cores=8)
+    as_root = build_command(2, ["t.py"], "mpiexec", "py", is_root=True, cores=8)
+    as_user = build_command(2, ["t.py"], "mpiexec", "py", is_root=False, cores=8)
     assert "--allow-run-as-root" in as_root and "--allow-run-as-root" not in as_user
-    mpich = run.build_command(2, ["t.py"], "mpiexec", "py", flavor="mpich", is_root=True, cores=1)
+    mpich = build_command(2, ["t.py"], "mpiexec", "py", flavor="mpich", is_root=True, cores=1)
     assert "--allow-run-as-root" not in mpich and "--oversubscribe" not in mpich
 
 
 def test_oversubscribe_when_ranks_exceed_cores_or_asked():
     def flags(n, cores, asked=False):
-        return run.build_command(n, ["t.py"], "mpiexec", "py", is_root=False, cores=cores,
+        return build_command(n, ["t.py"], "mpiexec", "py", is_root=False, cores=cores,
                                  oversubscribe=asked)
     assert "--oversubscribe" not in flags(2, 2)
     assert "--oversubscribe" in flags(3, 2)
@@ -44,15 +61,15 @@ def test_oversubscribe_when_ranks_exceed_cores_or_asked():
 
 
 def test_command_shape_and_python_runner():
-    command = run.build_command(4, ["train.py", "--lr", "0.1"], "/x/mpiexec", "/py",
+    command = build_command(4, ["train.py", "--lr", "0.1"], "/x/mpiexec", "/py",
                                 is_root=False, cores=4)
     assert command == ["/x/mpiexec", "--bind-to", "none", "--mca", "btl", "self,sm", "-n", "4",
                        "/py", "-m", "minitorch_dist.launch.rank_runner",
                        "train.py", "--lr", "0.1"]
-    plain = run.build_command(1, ["-c", "pass"], "m", "/py", is_root=False, cores=1,
+    plain = build_command(1, ["-c", "pass"], "m", "/py", is_root=False, cores=1,
                               abort_on_error=False)
     assert plain[-3:] == ["/py", "-c", "pass"]
-    assert run.build_command(1, ["t.py"], "m", is_root=False, cores=1)[8] == sys.executable
+    assert build_command(1, ["t.py"], "m", is_root=False, cores=1)[8] == sys.executable
 
 
 @pytest.mark.parametrize("n, argv, pattern", [(0, ["t.py"], "positive int"),
@@ -60,32 +77,32 @@ def test_command_shape_and_python_runner():
                                               (2, [], "nothing to run")])
 def test_command_builder_rejects_bad_input(n, argv, pattern):
     with pytest.raises(ValueError, match=pattern):
-        run.build_command(n, argv, "mpiexec", "py")
+        build_command(n, argv, "mpiexec", "py")
 
 
 def test_rank_environment_pins_threads_and_yields_the_core_unless_set():
-    env = run.rank_environment({"OMP_NUM_THREADS": "3", "HOME": "/h"})
+    env = rank_environment({"OMP_NUM_THREADS": "3", "HOME": "/h"})
     assert env == {"OMP_NUM_THREADS": "3", "HOME": "/h", "OPENBLAS_NUM_THREADS": "1",
                    "MKL_NUM_THREADS": "1", "OMPI_MCA_mpi_yield_when_idle": "1",
                    "MALLOC_MMAP_THRESHOLD_": str(256 << 20),
                    "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
-    assert run.rank_environment({"OMPI_MCA_mpi_yield_when_idle": "0"})[
+    assert rank_environment({"OMPI_MCA_mpi_yield_when_idle": "0"})[
         "OMPI_MCA_mpi_yield_when_idle"] == "0"
-    assert run.rank_environment({"MALLOC_TRIM_THRESHOLD_": "0"})["MALLOC_TRIM_THRESHOLD_"] == "0"
-    assert "MALLOC_TRIM_THRESHOLD_" not in run.rank_environment({"MINITORCH_DIST_SYSTEM_MALLOC": "1"})
+    assert rank_environment({"MALLOC_TRIM_THRESHOLD_": "0"})["MALLOC_TRIM_THRESHOLD_"] == "0"
+    assert "MALLOC_TRIM_THRESHOLD_" not in rank_environment({"MINITORCH_DIST_SYSTEM_MALLOC": "1"})
 
 
 def test_parse_args_stops_at_the_script():
-    assert run.parse_args(["-np", "3", "--oversubscribe", "s.py", "--timeout", "1"]) == \
+    assert parse_args(["-np", "3", "--oversubscribe", "s.py", "--timeout", "1"]) == \
         (3, None, True, False, ["s.py", "--timeout", "1"])
-    assert run.parse_args(["--dry-run", "-n", "1", "-m", "pkg"]) == \
+    assert parse_args(["--dry-run", "-n", "1", "-m", "pkg"]) == \
         (1, None, False, True, ["-m", "pkg"])
     with pytest.raises(SystemExit, match="need -n N and a script"):
-        run.parse_args(["s.py"])
+        parse_args(["s.py"])
     with pytest.raises(SystemExit, match="bad value 'x' for --timeout"):
-        run.parse_args(["-n", "2", "--timeout", "x", "s.py"])
+        parse_args(["-n", "2", "--timeout", "x", "s.py"])
     with pytest.raises(SystemExit, match="bad value '0' for -n"):
-        run.parse_args(["-n", "0", "s.py"])
+        parse_args(["-n", "0", "s.py"])
 
 
 # ---- finding mpiexec and its flavour ----------------------------------------------------------
@@ -101,10 +118,10 @@ def test_find_mpiexec_prefers_the_environment_prefix(tmp_path, monkeypatch):
     os.makedirs(tmp_path / "bin")
     fake = _fake_executable(str(tmp_path / "bin"), "mpiexec", "mpiexec (Open MPI) 5.0.0")
     monkeypatch.setattr(sys, "prefix", str(tmp_path))
-    assert run.find_mpiexec() == fake
-    assert run.mpi_flavor(fake) == "openmpi"
+    assert find_mpiexec() == fake
+    assert mpi_flavor(fake) == "openmpi"
     hydra = _fake_executable(str(tmp_path), "hydra", "HYDRA build details:")
-    assert run.mpi_flavor(hydra) == "mpich"
+    assert mpi_flavor(hydra) == "mpich"
 
 
 def test_missing_mpiexec_names_the_pip_extra(tmp_path, monkeypatch):
@@ -112,7 +129,7 @@ def test_missing_mpiexec_names_the_pip_extra(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(FileNotFoundError, match=r'pip install "minitorch_dist\[mpi\]"'):
-        run.find_mpiexec()
+        find_mpiexec()
 
 
 # ---- real launches -----------------------------------------------------------------------------
@@ -141,7 +158,7 @@ def test_timeout_kills_the_whole_job(tmp_path):
             "time.sleep(60)")
     start = time.monotonic()
     done = _launcher("-n", "2", "--timeout", "3", "-c", code)
-    assert done.returncode == run.TIMEOUT_EXIT_CODE
+    assert done.returncode == TIMEOUT_EXIT_CODE
     assert "did not finish within 3.0 s" in done.stderr
     assert time.monotonic() - start < 20
     pids = [int(p.name[len("pids"):]) for p in tmp_path.iterdir()]
@@ -154,7 +171,7 @@ def test_timeout_kills_the_whole_job(tmp_path):
 def test_launch_as_a_function(tmp_path):
     log = tmp_path / "log.txt"
     with open(log, "w") as out:
-        code = run.launch(2, ["-c", "print('hello')"], timeout=50, stdout=out,
+        code = launch(2, ["-c", "print('hello')"], timeout=50, stdout=out,
                           env=dict(os.environ, PYTHONPATH=REPO))
     assert code == 0
     assert log.read_text().split() == ["hello", "hello"]

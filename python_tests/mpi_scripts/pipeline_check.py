@@ -10,7 +10,6 @@ Prints ``PIPELINE_CHECK OK ... max_rel=R`` on rank 0.
 """
 import argparse
 import os
-import sys
 
 import numpy as np
 

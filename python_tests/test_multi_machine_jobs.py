@@ -1,4 +1,4 @@
-"""Issue 17, item 8, multi-machine half: ``--hosts``/``--hostfile`` jobs listen only on the
+"""Jobs on several machines: ``--hosts``/``--hostfile`` jobs listen only on the
 networks named with ``--iface`` (and loopback), on every machine.
 
 The whole-job tests build two "machines" on this one: two network namespaces joined by two
@@ -18,7 +18,8 @@ import time
 import pytest
 
 from listening_sockets import TABLES, is_loopback, parse_listeners
-from minitorch_dist.launch import launcher as run
+from minitorch_dist.launch.job import launch
+from minitorch_dist.launch.mpiexec import build_command, find_mpiexec, mpi_flavor
 from minitorch_dist.launch import bind_shim as job_bind_shim, network as job_network, remote as job_remote, teardown as job_teardown
 from mpi_jobs import REPO, SCRIPTS, child_env, needs_mpi
 
@@ -28,10 +29,10 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
 
 # ---- the launcher's pieces ----------------------------------------------------------------
 def test_iface_makes_job_remote_the_launch_agent():
-    command = run.build_command(2, ["t.py"], "mpiexec", "/py", is_root=False, cores=1,
+    command = build_command(2, ["t.py"], "mpiexec", "/py", is_root=False, cores=1,
                                 hosts="a,b", interfaces="10.0.0.0/24")
     assert command[command.index("plm_ssh_agent") + 1] == "/py -m minitorch_dist.launch.remote agent"
-    plain = run.build_command(2, ["t.py"], "mpiexec", "/py", is_root=False, cores=1, hosts="a,b")
+    plain = build_command(2, ["t.py"], "mpiexec", "/py", is_root=False, cores=1, hosts="a,b")
     assert "plm_ssh_agent" not in plain
     with pytest.raises(ValueError, match="without spaces"):
         job_remote.agent_setting("/my envs/python")
@@ -50,7 +51,7 @@ def test_the_users_agent_is_kept_for_job_remote(monkeypatch):
 
 
 def test_a_job_on_several_machines_without_iface_says_it_listens_everywhere(capsys):
-    assert run.job_environment({"A": "1"}, "openmpi", remote=True) == {"A": "1"}
+    assert job_network.job_environment({"A": "1"}, "openmpi", remote=True) == {"A": "1"}
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "without --iface" in err and "every network" in err
 
@@ -70,7 +71,7 @@ def test_an_iface_this_machine_lacks_is_refused_before_anything_starts():
     assert done.returncode != 0
     assert "--iface 'nosuch0' names no interface of this machine" in done.stderr
     with pytest.raises(ValueError, match="names no interface"):
-        run.launch(2, ["t.py"], hosts="a,b", interfaces="nosuch0,nosuch1")
+        launch(2, ["t.py"], hosts="a,b", interfaces="nosuch0,nosuch1")
 
 
 def test_job_remote_refuses_to_run_outside_a_launched_job(monkeypatch):
@@ -331,7 +332,7 @@ def test_a_two_machine_job_listens_on_the_named_network_only(machines, tmp_path,
     """Fails with Open MPI's defaults (next test): prterun, the remote prted and both ranks
     listen on 0.0.0.0/[::]. With the bind shim each listens on its machine's clu0 address or
     on loopback; the ranks compute together over clu0 and then run without the shim."""
-    if run.mpi_flavor(run.find_mpiexec()) != "openmpi":
+    if mpi_flavor(find_mpiexec()) != "openmpi":
         pytest.skip("the bind shim is for Open MPI")
     if job_bind_shim.bind_shim()[0] is None:
         pytest.skip("no bind shim here: " + job_bind_shim.bind_shim()[1])
@@ -359,7 +360,7 @@ def test_a_two_machine_job_listens_on_the_named_network_only(machines, tmp_path,
 def test_without_iface_the_two_machine_job_runs_and_listens_everywhere(machines, tmp_path):
     """The control for the test above (it can see exposure), and the regression test for
     ranks on another machine ending themselves a second in (exit 137)."""
-    if run.mpi_flavor(run.find_mpiexec()) != "openmpi":
+    if mpi_flavor(find_mpiexec()) != "openmpi":
         pytest.skip("Open MPI's defaults are what this test shows")
     listening, reports, code, err = _run_two_machine_job(machines, tmp_path, "")
     assert code == 0, err
@@ -376,7 +377,7 @@ def test_a_remote_rank_that_raises_gets_the_one_report(machines, tmp_path):
     """nodeB cannot see the job directory: its failure record travels through its output.
     The other rank's echo over TCP (peer disconnected, "*** An error occurred") stays in
     the logs."""
-    if run.mpi_flavor(run.find_mpiexec()) != "openmpi":
+    if mpi_flavor(find_mpiexec()) != "openmpi":
         pytest.skip("the fake ssh is Open MPI's launch agent")
     script = tmp_path / "raise.py"
     script.write_text("from mpi4py import MPI\nc = MPI.COMM_WORLD\nc.Barrier()\n"
@@ -403,7 +404,7 @@ def test_an_early_exit_across_machines_is_named(machines, tmp_path, leaver, wait
     """Without a shared job directory nodeB relays its exit record (nodeA's watchdog reads
     it) or its wait (the launcher judges for it); with ``--log-dir`` on a folder both see,
     the records are files, as on one machine. Either way: ends in seconds, names both."""
-    if run.mpi_flavor(run.find_mpiexec()) != "openmpi":
+    if mpi_flavor(find_mpiexec()) != "openmpi":
         pytest.skip("the fake ssh is Open MPI's launch agent")
     logs = f"--log-dir {tmp_path / 'logs'}" if shared_logs else ""
     started = time.monotonic()
@@ -431,7 +432,7 @@ def test_training_over_two_machines_equals_one_process(machines, tmp_path, scrip
                                                        expected):
     """The ranks talk over TCP on clu0 here (shared memory only within a machine): data
     parallel, SINGA's DistOpt, pipeline and operator sharding still match one process."""
-    if run.mpi_flavor(run.find_mpiexec()) != "openmpi":
+    if mpi_flavor(find_mpiexec()) != "openmpi":
         pytest.skip("the fake ssh is Open MPI's launch agent")
     launcher = _start_job(machines, tmp_path, f"--iface clu0 {os.path.join(SCRIPTS, script)} "
                                               f"{args}", ranks=ranks)

@@ -1,7 +1,7 @@
 """Records relayed through the ranks' output, and what the launcher shows of MPI's own
-messages (issue 17, items 2 and 9, for ranks on machines without the job directory).
+messages (for ranks on machines without the job directory).
 
-The whole path runs in ``test_failures_multi_machine.py`` on two namespace machines; these
+The whole path runs in ``test_multi_machine_jobs.py`` on two namespace machines; these
 tests pin its pieces on any machine: the rank's relay line, the launcher's parsing and
 judging, and the output reader's handling of MPI's echo of a failure.
 """

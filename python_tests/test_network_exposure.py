@@ -1,4 +1,4 @@
-"""Issue 17, item 8: a single-machine job is not reachable from the network.
+"""A single-machine job is not reachable from the network.
 
 Every process of a job started by ``python -m minitorch_dist.run -n 2`` (the launcher,
 Open MPI's ``prterun`` daemon) listens on loopback addresses only, the ranks (shared memory)
@@ -15,7 +15,8 @@ import time
 import pytest
 
 from listening_sockets import is_loopback, listeners, proc_address
-from minitorch_dist.launch import launcher as run
+from minitorch_dist.launch.cli import parse_options
+from minitorch_dist.launch.mpiexec import build_command, find_mpiexec, mpi_flavor
 from minitorch_dist.launch import bind_shim as job_bind_shim, network as job_network
 from mpi_jobs import REPO, child_env, needs_mpi
 
@@ -89,7 +90,7 @@ time.sleep(60)
 def test_single_machine_job_listens_on_loopback_only(tmp_path):
     """Fails with Open MPI's defaults: prterun's out-of-band listener is on 0.0.0.0 and
     [::]. The user's own LD_PRELOAD (here libm, harmless) reaches the ranks unchanged."""
-    if run.mpi_flavor(run.find_mpiexec()) != "openmpi":
+    if mpi_flavor(find_mpiexec()) != "openmpi":
         pytest.skip("the loopback shim is for Open MPI's prterun")
     env = child_env({"LD_PRELOAD": "libm.so.6"})
     code = RANK_CODE.format(saved=job_bind_shim.SAVED_PRELOAD, folder=str(tmp_path))
@@ -181,7 +182,7 @@ def test_without_a_compiler_the_job_runs_and_says_it_is_exposed(monkeypatch, cap
     job_bind_shim.bind_shim.cache_clear()
     try:
         assert job_bind_shim.bind_shim() == (None, "no C compiler (cc) to build it")
-        env = run.job_environment({"A": "1"}, "openmpi", remote=False)
+        env = job_network.job_environment({"A": "1"}, "openmpi", remote=False)
     finally:
         job_bind_shim.bind_shim.cache_clear()
     assert env == {"A": "1"}
@@ -204,15 +205,15 @@ def test_a_cache_path_that_ld_preload_cannot_hold_is_refused(monkeypatch, tmp_pa
 
 def test_only_single_machine_open_mpi_jobs_get_the_shim(monkeypatch):
     monkeypatch.setattr(job_network, "bind_shim", lambda: ("/x/shim.so", None))
-    assert run.job_environment({}, "openmpi", remote=False)["LD_PRELOAD"] == "/x/shim.so"
-    assert "LD_PRELOAD" not in run.job_environment({}, "openmpi", remote=True)
-    assert "LD_PRELOAD" not in run.job_environment({}, "mpich", remote=False)
+    assert job_network.job_environment({}, "openmpi", remote=False)["LD_PRELOAD"] == "/x/shim.so"
+    assert "LD_PRELOAD" not in job_network.job_environment({}, "openmpi", remote=True)
+    assert "LD_PRELOAD" not in job_network.job_environment({}, "mpich", remote=False)
 
 
 @linux_only
 @needs_mpi
 def test_dry_run_shows_the_preload_for_one_machine_only():
-    if run.mpi_flavor(run.find_mpiexec()) != "openmpi" or job_bind_shim.bind_shim()[0] is None:
+    if mpi_flavor(find_mpiexec()) != "openmpi" or job_bind_shim.bind_shim()[0] is None:
         pytest.skip("no Open MPI or no loopback shim here")
 
     def dry_run(*args):
@@ -230,11 +231,11 @@ def test_dry_run_shows_the_preload_for_one_machine_only():
 
 # ---- several machines: the user names the network ----------------------------------------------
 def test_multi_machine_options_reach_mpiexec():
-    command = run.build_command(4, ["t.py"], "mpiexec", "py", is_root=False, cores=1,
+    command = build_command(4, ["t.py"], "mpiexec", "py", is_root=False, cores=1,
                                 hosts=["a", "b"], interfaces="eth1")
     assert command[command.index("--host") + 1] == "a,b"
     assert command[command.index("btl_tcp_if_include") + 1] == "eth1"
     assert command[command.index("oob_tcp_if_include") + 1] == "eth1"
     assert "self,sm" not in command and "--oversubscribe" not in command
     with pytest.raises(SystemExit, match="--iface only applies"):
-        run.parse_options(["-n", "2", "--iface", "eth0", "t.py"])
+        parse_options(["-n", "2", "--iface", "eth0", "t.py"])

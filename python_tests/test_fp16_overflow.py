@@ -1,4 +1,4 @@
-"""Issue 17 item 4: float16 overflow. fp16 DistOpt without loss scaling raises before any
+"""Float16 overflow. fp16 DistOpt without loss scaling raises before any
 parameter changes (never NaN weights); dynamic loss scaling that keeps skipping at its floor
 warns and says what to do."""
 import warnings

@@ -1,7 +1,7 @@
-"""Issue 17: how launched jobs end. Signals to the launcher leave no process behind, a rank
+"""How launched jobs end. Signals to the launcher leave no process behind, a rank
 that leaves early ends the job within seconds and is named, ``--timeout`` takes only positive
 finite numbers, and a failed job is reported once. (What a job's processes listen on:
-test_failures_exposure.py.)"""
+test_network_exposure.py.)"""
 import math
 import os
 import re
@@ -12,7 +12,9 @@ import time
 
 import pytest
 
-from minitorch_dist.launch import launcher as run
+from minitorch_dist.launch.cli import parse_args
+from minitorch_dist.launch.job import _prune_job_dirs, check_timeout, JOB_DIR_PREFIX, launch, TIMEOUT_EXIT_CODE
+from minitorch_dist.launch.multiprocess import spawn
 from minitorch_dist.launch import report
 from mpi_jobs import REPO, SCRIPTS, child_env, needs_mpi
 
@@ -41,17 +43,17 @@ def _launcher(*args, timeout=90):
 @pytest.mark.parametrize("value", ["-5", "0", "nan", "inf", "-inf", "x", ""])
 def test_timeout_accepts_only_positive_finite_numbers(value):
     with pytest.raises(SystemExit, match=f"bad value {value!r} for --timeout"):
-        run.parse_args(["-n", "2", "--timeout", value, "s.py"])
+        parse_args(["-n", "2", "--timeout", value, "s.py"])
     with pytest.raises(ValueError, match="--timeout must be"):
-        run.launch(2, ["s.py"], timeout=value, mpiexec="/nonexistent/mpiexec")
+        launch(2, ["s.py"], timeout=value, mpiexec="/nonexistent/mpiexec")
 
 
 def test_timeout_values_that_are_fine():
-    assert run.check_timeout("0.5") == 0.5 and run.check_timeout(600) == 600.0
-    assert run.check_timeout(None) is None
-    assert run.parse_args(["-n", "1", "--timeout", "1e3", "s.py"])[1] == 1000.0
+    assert check_timeout("0.5") == 0.5 and check_timeout(600) == 600.0
+    assert check_timeout(None) is None
+    assert parse_args(["-n", "1", "--timeout", "1e3", "s.py"])[1] == 1000.0
     with pytest.raises(ValueError):
-        run.check_timeout(math.nan)
+        check_timeout(math.nan)
 
 
 # ---- signals --------------------------------------------------------------------------------
@@ -172,13 +174,13 @@ def test_report_keeps_our_own_reason_above_a_long_mpi_banner():
 
 def test_only_the_newest_failure_logs_are_kept(tmp_path):
     for index in range(5):
-        folder = tmp_path / f"{run.JOB_DIR_PREFIX}{index}"
+        folder = tmp_path / f"{JOB_DIR_PREFIX}{index}"
         folder.mkdir()
         os.utime(folder, (1000 + index, 1000 + index))
     (tmp_path / "my-logs").mkdir()
-    run._prune_job_dirs(str(tmp_path), keep=2)
+    _prune_job_dirs(str(tmp_path), keep=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == \
-        [f"{run.JOB_DIR_PREFIX}3", f"{run.JOB_DIR_PREFIX}4", "my-logs"]
+        [f"{JOB_DIR_PREFIX}3", f"{JOB_DIR_PREFIX}4", "my-logs"]
 
 
 # ---- the multiprocessing launch ---------------------------------------------------------------
@@ -230,9 +232,9 @@ def test_spawn_ctrl_c_prints_one_line_and_stops_every_process(tmp_path):
 
 def test_spawn_rejects_bad_arguments():
     with pytest.raises(ValueError, match="world_size must be a positive int"):
-        run.spawn(print, 0)
+        spawn(print, 0)
     with pytest.raises(ValueError, match="--timeout must be"):
-        run.spawn(print, 2, timeout=-1)
+        spawn(print, 2, timeout=-1)
 
 
 def test_report_names_the_fix_for_a_wrong_rank_count():
@@ -270,7 +272,7 @@ def test_a_timeout_names_the_ranks_that_had_left():
                               "from mpi4py import MPI\n"
                               "if MPI.COMM_WORLD.rank == 1: sys.exit(0)\n"
                               "MPI.COMM_WORLD.Barrier()")
-    assert done.returncode == run.TIMEOUT_EXIT_CODE and seconds < 30
+    assert done.returncode == TIMEOUT_EXIT_CODE and seconds < 30
     assert "did not finish within 6.0 s" in done.stderr
     assert "ranks that had already left while others still ran: rank 1 (exit code 0)" in \
         done.stderr, done.stderr
@@ -312,7 +314,7 @@ def test_watchdog_only_flags_collectives_the_leaver_never_joined():
 def test_launch_writes_both_streams_to_one_file(tmp_path):
     log = tmp_path / "out.txt"
     with open(log, "w") as out:
-        code = run.launch(2, ["-c", "import sys; print('o'); print('e', file=sys.stderr)"],
+        code = launch(2, ["-c", "import sys; print('o'); print('e', file=sys.stderr)"],
                           timeout=50, stdout=out, stderr=subprocess.STDOUT,
                           env=child_env())
     assert code == 0

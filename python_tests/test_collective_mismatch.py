@@ -1,8 +1,7 @@
-"""Issue 17: collectives check their arguments. Ranks that disagree about a collective (shape,
+"""Collectives check their arguments. Ranks that disagree about a collective (shape,
 dtype, reduction, root, kind, a skipped call) or hold different models fail on every rank
 with both ranks' calls named, instead of wrong data, MPI_ERR_TRUNCATE or a hang."""
 import os
-import sys
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Issue 17 item 10: the Wide&Deep example never invents data in place of a path the user gave.
+"""The Wide&Deep example never invents data in place of a path the user gave.
 Synthetic data is used without ``--data_path`` or with ``--synthetic_data 1``, and the
 example says which data it uses."""
 import importlib.util

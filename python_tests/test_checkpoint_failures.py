@@ -1,4 +1,4 @@
-"""Issue 17 item 5: checkpoints. A killed save leaves no temporary file once the next save
+"""Checkpoints that fail or resume. A killed save leaves no temporary file once the next save
 ran, every single-byte corruption of the ZIP headers is a ValueError naming the file (or is
 harmless), and a checkpoint resumes exactly: shuffle order and dropout masks included."""
 import os
@@ -6,8 +6,6 @@ import signal
 import struct
 import subprocess
 import sys
-import time
-import warnings
 
 import numpy as np
 import pytest
