@@ -12,7 +12,7 @@ BLAS thread per rank), ms per training step:
   (93% of the bytes, first to finish in backward) and the convolutions, each reduced by the
   blocking call as soon as it is full;
 * **two, Iallreduce**: the same buckets with the nonblocking call (the experiment switches
-  ``progresses_in_background`` on), progressed by ``MPI_Test`` in every later gradient sink
+  ``progresses_in_background`` on), progressed by ``MPI_Test`` each time backward hands over a final gradient
   and waited for after backward.
 
 All three train the same model in one 2-rank job, in alternating blocks of 10 steps (the
@@ -42,7 +42,7 @@ STEPS_PER_BLOCK = 10
 
 def nonblocking_with_progress():
     """Switch the experiment's hooks on: ``MPICommunicator._iallreduce`` keeps its MPI
-    requests where the sinks can ``Test`` them; returns the list of live requests."""
+    requests where the bucket observer can ``Test`` them; returns the list of live requests."""
     from mpi4py import MPI
     from minitorch_dist.communication.communicator import Request
     from minitorch_dist.communication.mpi import MPICommunicator

@@ -143,10 +143,10 @@ def comm_job(args, comm, rank):
     faster in place and DistOpt's bucket is reduced in place.
 
     "DistOpt exchange, grads in bucket" is what ``backward_and_update`` runs after backward,
-    with ``NoUpdate``: backward's sinks have already written the gradients (times 1/2, the
+    with ``NoUpdate``: backward's observer (``BucketFill``) has already written the gradients (times 1/2, the
     pre-division) into the bucket (untimed here: it is part of backward), then the bucket's
     allreduce, the per-parameter views and the optimizer calls. "copy into bucket" times those
-    sinks alone (the work that moved into backward, where the gradients are still in cache).
+    writes alone (the work that moved into backward, where the gradients are still in cache).
     "DistOpt.step fp32 (packs after)" is the path for gradients handed over as arrays
     (``step(grads)``): gradient checks, packing into the bucket, the allreduce, the views.
     """

@@ -44,7 +44,7 @@ from ...backend.dtypes import UNKNOWN_CODE, dtype_code, dtype_from_code
 from ...communication.communicator import Communicator
 from ...communication.reduction import array_module
 from ...tensor import Tensor
-from .grad_arrays import gradient_array
+from .grad_arrays import check_gradient_tuple, gradient_array
 from .bucket_fill import BucketFill
 from .buckets import BucketedAllreduce, BucketExchange, fused_broadcast, unpack
 from .loss_scale import resolve_loss_scale
@@ -336,10 +336,7 @@ class DistOpt:
 
     def _gradients(self, grads):
         params = self.parameters
-        if not isinstance(grads, (tuple, list)) or len(grads) != len(params):
-            got = len(grads) if isinstance(grads, (tuple, list)) else type(grads).__name__
-            raise ValueError(f"DistOpt.step: expected a tuple of {len(params)} gradients aligned "
-                             f"with opt.parameters, got {got}")
+        check_gradient_tuple(grads, len(params), "DistOpt.step", "opt.parameters")
         return [gradient_array(g, p, "DistOpt") for g, p in zip(grads, params)]
 
     def _comm_totals(self):

@@ -36,7 +36,7 @@ from .buckets import BucketedAllreduce, fused_broadcast
 from ..comm.collectives import communicator_for
 from ..comm.rows import gather_rows
 from ..context import get_auto_parallel_context
-from .grad_arrays import gradient_array
+from .grad_arrays import check_gradient_tuple, gradient_array
 
 __all__ = ["DistributedGradReducer"]
 
@@ -110,10 +110,7 @@ class DistributedGradReducer(Cell):
 
     def construct(self, grads):
         params = self.parameters_
-        if not isinstance(grads, (tuple, list)) or len(grads) != len(params):
-            got = len(grads) if isinstance(grads, (tuple, list)) else type(grads).__name__
-            raise ValueError(f"DistributedGradReducer: expected a tuple of {len(params)} "
-                             f"gradients aligned with the parameters, got {got}")
+        check_gradient_tuple(grads, len(params), "DistributedGradReducer", "the parameters")
         if self.communicator.size == 1 and not (self.mean and self.degree != 1):
             return tuple(grads)
         self.check_parameters()
