@@ -31,6 +31,7 @@ from .. import communication, nn
 from ..extension import Extension, install_extension
 from ..nn.cell import Cell
 from ..nn.optim.optimizer import Optimizer
+from .auto_parallel import AutoParallel
 from .context import (ParallelMode, check_job_size, get_auto_parallel_context, is_data_parallel,
                       shards_operators)
 from .embedding.row_slice import sliced_embedding
@@ -59,6 +60,10 @@ class _ModelWiring:
 
     @staticmethod
     def pipeline_of(network):
+        # AutoParallel(pipeline) is pipelined too: without its reducer, other stages'
+        # (released, read-only) parameters would reach the optimizer with gradients
+        if isinstance(network, AutoParallel):
+            network = network.network
         return network if isinstance(network, PipelineCell) else None
 
     pipeline_reducer = staticmethod(PipelineGradReducer)

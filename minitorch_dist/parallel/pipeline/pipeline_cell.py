@@ -31,6 +31,7 @@ from ..context import get_auto_parallel_context
 from .broadcast import broadcast_values
 from .interception import TraceRun, intercepting
 from .membership import this_rank_topology
+from .replicas import start_replicas_equal
 from ..comm.p2p import Channel, Mailbox, Recv, Send
 from .runner import StepRunner
 from .schedule.generate import generate_schedule
@@ -148,6 +149,12 @@ class _Engine:
     def num_virtual_stages(self):
         return self.topology.stages * self.plan.chunks
 
+    def start(self, micro_inputs, network):
+        """Before the first step: the stage's replicas take equal parameters (processes
+        without a common seed drew different ones), then ``construct`` is traced."""
+        start_replicas_equal(self.topology, self.network.get_parameters(), self.plan.stages_of)
+        self.trace(micro_inputs, network)
+
     def trace(self, micro_inputs, network):
         run = TraceRun(self.plan)
         with no_grad(), intercepting(run):
@@ -250,7 +257,7 @@ class PipelineCell(Cell):
     def _run(self, network, micro, train):
         engine = self._engine
         if engine.channel is None:
-            engine.trace(micro[0], network)
+            engine.start(micro[0], network)
         if train:
             kind = "interleaved_1f1b" if engine.plan.chunks > 1 else self.scheduler
             if engine.plan.chunks > 1 and self.scheduler != "1f1b":
