@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 
+from ..backend.arrays import contiguous
 from ..parallel.data_parallel.dist_opt import DistOpt as CoreDistOpt
 from ..tensor import Tensor as CoreTensor
 from . import tape as _tape
@@ -164,8 +165,7 @@ class DistOpt(CoreDistOpt):
             raise TypeError(f"opt.DistOpt.all_reduce: expected a Tensor or an array, got "
                             f"{type(value).__name__}")
         comm = self._host_comm() if isinstance(array, np.ndarray) else self.communicator
-        contiguous = array if array.flags.c_contiguous else array.copy()
-        array[...] = comm.allreduce(contiguous, op)
+        array[...] = comm.allreduce(contiguous(array), op)
         return value
 
     def wait(self):

@@ -35,6 +35,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..backend import dtypes, get_device
+from ..backend.arrays import contiguous
 from ..extension import extension
 from ..nn.cell import Cell
 from ..nn.parameter import Parameter
@@ -208,19 +209,13 @@ def _host_value(value, copy):
         return value, False
     if isinstance(value, Tensor):
         array = value.asnumpy() if not value.device.is_host or copy else value.data
-        return _c_order(array), bool(value.requires_grad)
+        return contiguous(array), bool(value.requires_grad)
     if isinstance(value, np.ndarray):
         if value.dtype.newbyteorder("=") not in dtypes.SUPPORTED:
             raise TypeError(f"save_checkpoint: arrays of dtype {value.dtype} cannot be saved; "
                             f"supported dtypes are {[str(d) for d in dtypes.SUPPORTED]}")
-        return np.array(value, order="C", copy=True) if copy else _c_order(value), False
+        return np.array(value, order="C", copy=True) if copy else contiguous(value), False
     raise TypeError(f"save_checkpoint: values must be Tensors or arrays, got {type(value).__name__}")
-
-
-def _c_order(array):
-    """``array`` itself when C-contiguous, else a C-ordered copy (0-d arrays stay 0-d,
-    unlike ``np.ascontiguousarray``)."""
-    return array if array.flags.c_contiguous else np.array(array, order="C")
 
 
 def _member_names(names):
@@ -490,7 +485,7 @@ def _read_entry(archive, entry, path):
         raise _CheckpointError(f"load_checkpoint: parameter {name!r} in {path!r} has dtype {array.dtype} "
                          f"and shape {array.shape}, but the manifest says {entry.get('dtype')} "
                          f"and {tuple(entry.get('shape') or ())}")
-    if zlib.crc32(_c_order(array)) != entry.get("crc32"):
+    if zlib.crc32(contiguous(array)) != entry.get("crc32"):
         raise _CheckpointError(f"load_checkpoint: checksum mismatch for parameter {name!r} in {path!r}: "
                          "the file is corrupt")
     if not array.dtype.isnative:   # written on a machine of the other byte order

@@ -7,14 +7,13 @@ values of the first rank holding it: the first replica of the lowest stage using
 parameter shared by stages is broadcast over every replica of those stages, so the copies
 on different stages start equal too).
 
-* a parameter made under ``nn.utils.no_init_parameters`` has no values yet: like the
-  sharding path (``sharding/parameters.py``), only its random stream state (a few words)
-  travels, and every holder then draws the same values at first use;
+* a parameter made under ``nn.utils.no_init_parameters`` has no values yet: as on the
+  sharding path, only its random stream state travels (``comm/initial_values.py``, which
+  both share), and every holder then draws the same values at first use;
 * a parameter sliced by operator sharding already took its block of rank 0's values;
 * optimizer state is not sent: it is zeros until the first step, on every replica.
 """
-from ...backend import get_device
-from ..comm.collectives import communicator_for
+from ..comm.initial_values import broadcast_initial_values
 
 __all__ = ["start_replicas_equal"]
 
@@ -28,7 +27,7 @@ def start_replicas_equal(topology, params, stages_of):
             continue
         comm = topology.group(ranks)      # made in the same (sorted) order on every member
         for param in group:
-            _broadcast_from_first(param, comm)
+            broadcast_initial_values(param, comm)
 
 
 def _by_stages(topology, params, stages_of):
@@ -41,13 +40,3 @@ def _by_stages(topology, params, stages_of):
         stages = tuple(sorted(stages_of(param) or range(topology.stages)))
         groups.setdefault(stages, []).append(param)
     return sorted(groups.items())
-
-
-def _broadcast_from_first(param, comm):
-    if getattr(param, "deferred_init", None) is not None:
-        words = param.deferred_init.stream_words()
-        communicator_for(comm, get_device("CPU")).broadcast(words, root=0)
-        param.deferred_init.set_stream_words(words)
-        return
-    param.data = param.device.xp.ascontiguousarray(param.data)   # communicators move these
-    communicator_for(comm, param.device).broadcast(param.data, root=0)

@@ -18,9 +18,8 @@ optimizer holding the parameter slices its state the same way.
 import threading
 import weakref
 
-from ...backend import get_device
 from ...nn.optim.optimizer import optimizers_holding
-from ..comm.collectives import communicator_for
+from ..comm.initial_values import broadcast_initial_values
 
 __all__ = ["slice_parameter", "sliced_parameters"]
 
@@ -57,13 +56,10 @@ def slice_parameter(param, layout, rank, comm, optimizer=None):
     if getattr(param, "sharding_layout", None) is not None:
         return
     index = layout.slice_for(rank)
+    broadcast_initial_values(param, comm)
     if getattr(param, "deferred_init", None) is not None:
-        _share_stream(param, comm)
         param.init_data(index)
     else:
-        if comm is not None and comm.size > 1:
-            param.data = param.device.xp.ascontiguousarray(param.data)
-            communicator_for(comm, param.device).broadcast(param.data, root=0)
         param.data = param.data[index].copy()   # a new shape: set_data keeps shapes
     param.sharding_layout, param.sharding_rank, param.sharding_comm = layout, rank, comm
     _register(param)
@@ -76,12 +72,3 @@ def slice_parameter(param, layout, rank, comm, optimizer=None):
                 state.data = state.data[index].copy()
                 state.sharding_layout, state.sharding_rank = layout, rank
                 state.sharding_comm = comm
-
-
-def _share_stream(param, comm):
-    """Every rank draws from rank 0's stream state (a few words, not the tensor)."""
-    if comm is None or comm.size == 1:
-        return
-    words = param.deferred_init.stream_words()
-    communicator_for(comm, get_device("CPU")).broadcast(words, root=0)
-    param.deferred_init.set_stream_words(words)
