@@ -280,7 +280,17 @@ def _two_ranks(train):
     return run_ranks(2, train)
 
 
-def test_dist_opt_on_two_in_process_ranks_equals_one_process_on_the_whole_batch():
+@pytest.fixture
+def one_blas_thread():
+    """Thread ranks share the process's BLAS thread count, which a Conv2D's pieces set to one
+    while they run: the other rank's product then runs on one or two threads by timing, and
+    on some CPUs those round differently. One thread for the whole test removes the race."""
+    ms.set_context(num_threads=1)
+    yield
+    ms.set_context(num_threads=None)
+
+
+def test_dist_opt_on_two_in_process_ranks_equals_one_process_on_the_whole_batch(one_blas_thread):
     data = list(batches(3, 8, seed=11))
 
     def train(comm):
