@@ -1,7 +1,7 @@
 """The dynamic tape and the reverse-mode engine.
 
 Every differentiable primitive call records a :class:`Node` holding the primitive, the
-context its forward saved, and its input tensors. ``backward`` walks the nodes in reverse
+context its forward saved, and links to its inputs. ``backward`` walks the nodes in reverse
 topological order, calls each primitive's ``backward`` and hands every input the gradient
 fitted to its shape: broadcast axes summed away and the dtype cast back. That fitting lives
 here, once, so a primitive's backward can return the gradient of its broadcast result.
@@ -9,6 +9,7 @@ Callers that need to watch the pass (data-parallel buckets, pipeline stages) do 
 ``BackwardObserver`` (``backward_observer.py``), so the loop itself stays the textbook one.
 """
 import functools
+import weakref
 from time import perf_counter
 
 from .backend import half
@@ -62,19 +63,58 @@ class enable_grad(_GradMode):
 
 
 class Node:
-    """One recorded primitive call: what backward needs to send gradients to the inputs."""
+    """One recorded primitive call: what backward needs to send gradients to the inputs.
 
-    __slots__ = ("prim", "ctx", "inputs", "out_meta")
+    ``inputs`` gives the input tensors (None for constants). A leaf is held as it is; an
+    intermediate (a tensor with a ``grad_fn``) is held through an :class:`InputLink`, so its
+    values are freed as soon as nothing else uses them, and an input that is gone reads as
+    its link. What a backward needs of its inputs' values, its forward saved in ``ctx``.
+    """
+
+    __slots__ = ("prim", "ctx", "_links", "out_meta")
 
     def __init__(self, prim, ctx, inputs, out_meta=None):
         self.prim = prim
         self.ctx = ctx
-        self.inputs = inputs        # tuple of Tensor or None (for constants)
+        self._links = tuple(t if t is None or t.grad_fn is None else InputLink(t) for t in inputs)
         self.out_meta = out_meta    # (shape, dtype) per output for multi-output primitives
+
+    @property
+    def inputs(self):
+        """The inputs: each tensor, or its link once the tensor itself is gone."""
+        return tuple(_live(t) for t in self._links)
 
     @property
     def n_outputs(self):
         return 1 if self.out_meta is None else len(self.out_meta)
+
+
+class InputLink:
+    """A node's link to an intermediate input: its producer and what fitting a gradient to it
+    needs (shape, dtype, device), without its values.
+
+    Holding the tensor would keep every activation of a network alive until the whole graph
+    is dropped: a conv stack's forward then held 4 activations a layer where backward reads 2
+    (PyTorch's nodes link to their producers in the same way). While the tensor lives, the
+    link gives it back (a gradient target is found by identity); once it is gone, the link
+    stands in for it and matches no target.
+    """
+
+    __slots__ = ("tensor", "grad_fn", "_out_index", "requires_grad", "shape", "dtype", "device")
+
+    def __init__(self, tensor):
+        self.tensor = weakref.ref(tensor)
+        self.grad_fn, self._out_index = tensor.grad_fn, tensor._out_index
+        self.requires_grad = tensor.requires_grad
+        self.shape, self.dtype, self.device = tensor.shape, tensor.dtype, tensor.device
+
+
+def _live(item):
+    """A node input as stored, resolved: the tensor, its link if the tensor is gone, or None."""
+    if type(item) is InputLink:
+        tensor = item.tensor()
+        return item if tensor is None else tensor
+    return item
 
 
 def unbroadcast(grad, shape):
