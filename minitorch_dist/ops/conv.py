@@ -20,76 +20,11 @@ the output and each gradient once to float16 (``backend/half.py``).
 import os
 
 from ..backend import half, threads
+from . import depthwise
+from .conv_geometry import Geometry as _Geometry, explicit_pads as _explicit_pads, pair as _pair
 from .primitive import Primitive
 
 __all__ = ["Conv2D", "conv2d"]
-
-
-def _pair(value, what, owner="Conv2D"):
-    """An int or a 2-tuple as a pair of positive ints; MindSpore's 4-tuples (1, 1, h, w) too."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        pair = (value, value)
-    elif isinstance(value, (tuple, list)) and len(value) in (2, 4) and \
-            all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        pair = tuple(value[-2:])
-    else:
-        raise ValueError(f"{owner}: {what} must be an int or a tuple of 2 ints, got {value!r}")
-    if min(pair) < 1:
-        raise ValueError(f"{owner}: {what} must be positive, got {value!r}")
-    return pair
-
-
-def _explicit_pads(pad):
-    """``pad`` (int, (h, w) or (top, bottom, left, right)) as a 4-tuple of non-negative ints."""
-    if isinstance(pad, int) and not isinstance(pad, bool):
-        pads = (pad,) * 4
-    elif isinstance(pad, (tuple, list)) and len(pad) == 2:
-        pads = (pad[0], pad[0], pad[1], pad[1])
-    elif isinstance(pad, (tuple, list)) and len(pad) == 4:
-        pads = tuple(pad)
-    else:
-        raise ValueError(f"Conv2D: pad must be an int or a tuple of 2 or 4 ints, got {pad!r}")
-    if not all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in pads):
-        raise ValueError(f"Conv2D: pad must hold non-negative ints, got {pad!r}")
-    return pads
-
-
-def _same_pads(size, kernel, stride, dilation):
-    """TF/MindSpore "same": output = ceil(size / stride); odd extra padding goes after."""
-    out = -(-size // stride)
-    total = max((out - 1) * stride + dilation * (kernel - 1) + 1 - size, 0)
-    return total // 2, total - total // 2
-
-
-class _Geometry:
-    """Sizes of one convolution: kernel, stride, dilation, pads and the output size."""
-
-    __slots__ = ("kh", "kw", "sh", "sw", "dh", "dw", "top", "bottom", "left", "right", "oh", "ow")
-
-    def __init__(self, height, width, kernel, stride, dilation, pad_mode, pads):
-        self.kh, self.kw = kernel
-        self.sh, self.sw = stride
-        self.dh, self.dw = dilation
-        if pad_mode == "same":
-            self.top, self.bottom = _same_pads(height, self.kh, self.sh, self.dh)
-            self.left, self.right = _same_pads(width, self.kw, self.sw, self.dw)
-        elif pad_mode == "pad":
-            self.top, self.bottom, self.left, self.right = pads
-        else:
-            self.top = self.bottom = self.left = self.right = 0
-        span_h = height + self.top + self.bottom - self.dh * (self.kh - 1) - 1
-        span_w = width + self.left + self.right - self.dw * (self.kw - 1) - 1
-        self.oh = span_h // self.sh + 1 if span_h >= 0 else 0
-        self.ow = span_w // self.sw + 1 if span_w >= 0 else 0
-
-    @property
-    def symmetric(self):
-        return self.top == self.bottom and self.left == self.right
-
-    def kernel_args(self):
-        """Arguments of ``kernels.im2col``/``col2im`` after the input was padded symmetrically."""
-        ph, pw = (self.top, self.left) if self.symmetric else (0, 0)
-        return self.kh, self.kw, self.sh, self.sw, ph, pw, self.dh, self.dw
 
 
 def _host_kernels():
@@ -147,6 +82,9 @@ def _im2col(xp, x, geo, group, pool):
     channels_last = c > 1 and abs(x.strides[1]) < abs(x.strides[3])
     many_channels = c >= geo.ow
     kernels = _host_kernels() if xp.__name__ == "numpy" else None
+    if _pointwise_view(x, geo, group):     # a 1x1 stride-1 conv's patches are its input
+        view = x.transpose(0, 2, 3, 1).reshape(rows, row_len)
+        return view, "ijc", view
     if _nhwc_kernels(kernels, x, geo, group):
         buf = pool.empty((rows, row_len), x.dtype)
         return kernels.im2col_nhwc(x.transpose(0, 2, 3, 1), *geo.kernel_args(), out=buf), "ijc", buf
@@ -170,6 +108,14 @@ def _im2col(xp, x, geo, group, pool):
     buf = pool.empty((row_len, rows), x.dtype)
     xp.copyto(buf.reshape(shape), taps)
     return buf, "taps", buf
+
+
+def _pointwise_view(x, geo, group):
+    """True for a 1x1, stride-1, unpadded, one-group convolution of channels-last memory:
+    the patch matrix is then a free view of the input (no copy to keep for backward)."""
+    return ((geo.kh, geo.kw, geo.sh, geo.sw) == (1, 1, 1, 1) and group == 1
+            and not (geo.top or geo.bottom or geo.left or geo.right)
+            and x.shape[1] > 1 and x.transpose(0, 2, 3, 1).flags.c_contiguous)
 
 
 def _nhwc_kernels(kernels, x, geo, group):
@@ -382,6 +328,8 @@ class Conv2D(Primitive):
                              f"{geo.oh}x{geo.ow}")
         pool = ctx.device.pool
         ctx.algorithm = "im2col"
+        if ALGORITHM == "auto" and depthwise.applies(x, weight, self.group):
+            return self._depthwise_forward(ctx, x, weight, bias, geo)
         if _winograd_applies(xp, x, weight, geo, self):
             return self._winograd_forward(ctx, x, weight, bias, geo)
         ctx.nhwc = _nhwc_kernels(_host_kernels() if xp.__name__ == "numpy" else None, x, geo,
@@ -395,6 +343,14 @@ class Conv2D(Primitive):
         ctx.order, ctx.geo, ctx.x_shape = order, geo, x.shape
         ctx.has_bias = bias is not None
         return out
+
+    def _depthwise_forward(self, ctx, x, weight, bias, geo):
+        """One filter per channel: shifted multiply-adds, no patch matrix (``depthwise.py``)."""
+        bias = None if bias is None else bias.astype(x.dtype, copy=False)
+        out = depthwise.forward(ctx.xp, x, weight, bias, geo)
+        ctx.save_for_backward(x, weight)
+        ctx.algorithm, ctx.geo, ctx.x_shape, ctx.has_bias = "depthwise", geo, x.shape, bias is not None
+        return half.narrow(out) if ctx.half else out
 
     def _winograd_forward(self, ctx, x, weight, bias, geo):
         """3x3 stride-1 forward by Winograd F(2x2, 3x3) (``kernels/winograd.py``)."""
@@ -480,6 +436,9 @@ class Conv2D(Primitive):
             grad = half.widen(grad)     # astype keeps a channels-last gradient channels-last
         if ctx.algorithm == "winograd":
             gx, gw, gb = self._winograd_backward(ctx, grad)
+        elif ctx.algorithm == "depthwise":
+            gx, gw, gb = depthwise.backward(ctx.xp, *ctx.saved, grad, ctx.geo, *ctx.needs_input_grad[:2],
+                                            ctx.has_bias and ctx.needs_input_grad[2])
         else:
             gx, gw, gb = self._im2col_backward(ctx, grad)
         if ctx.half:    # each gradient rounded once to float16

@@ -15,7 +15,7 @@ the host runs these loops on a float32 copy (NumPy's float16 loops convert eleme
 element); a max and a routed gradient are exact, so the float16 results are the same.
 """
 from ..backend import half
-from .conv import _pair, _same_pads
+from .conv_geometry import pair as _pair, same_pads as _same_pads
 from .primitive import Primitive
 
 __all__ = ["MaxPool", "AvgPool", "max_pool2d", "avg_pool2d"]
