@@ -12,12 +12,18 @@ after fewer calls, ``watchdog.stuck_reason_for``), it writes the waiting rank's 
 record naming the rank that left, and ends the job (``stop``), as that rank's own watchdog
 would have. It judges when a relayed record arrives and, while a wait is open, twice a
 second (an exit record may come as a file from a rank that sees the job directory).
+
+Every relayed record is checked first (``record_check``): a malformed one (no ``rank``, a
+``collectives`` that is not a map of counts, ...) is dropped with a one-line warning and
+never stops the output reader. Once the job is over (``close``) nothing more is written:
+the launcher may remove the job directory then.
 """
 import json
 import re
 import threading
 
 from . import watchdog
+from .record_check import record_problem, warn_dropped
 
 __all__ = ["parse_record_line", "RecordRelay"]
 
@@ -58,8 +64,18 @@ class RecordRelay:
         self.poller = None
 
     def __call__(self, name, record):
+        problem = record_problem(name, record)
+        if problem is not None:       # never let a bad line stop the output reader
+            warn_dropped(name, problem, "relayed in a rank's output")
+            return
         with self.lock:
-            watchdog.write_record(self.job_dir, name, record)
+            if self.closed.is_set():
+                return                # the job is over (its directory may be gone)
+            try:
+                watchdog.write_record(self.job_dir, name, record)
+            except OSError as err:
+                warn_dropped(name, f"cannot write it: {err}", "relayed in a rank's output")
+                return
             if name.startswith("wait.") and record.get("open") and self.poller is None:
                 self.poller = threading.Thread(target=self._poll, daemon=True,
                                                name="minitorch_dist-relay-judge")
@@ -68,7 +84,8 @@ class RecordRelay:
             self._judge()
 
     def close(self):
-        self.closed.set()
+        with self.lock:     # a write in progress ends before the job directory may go
+            self.closed.set()
 
     def _poll(self):
         while not self.closed.wait(watchdog.POLL_SECONDS) and not self.stopped:
@@ -76,7 +93,7 @@ class RecordRelay:
 
     def _judge(self):
         with self.lock:
-            if self.stopped:
+            if self.stopped or self.closed.is_set():
                 return
             reason, wait = self._stuck()
             if reason is None:

@@ -14,7 +14,11 @@ collective this rank is waiting in (the ``Communicator`` records it, with its se
 number); if a member of that communicator has left after fewer collectives than this one's
 number, the wait can never end: the rank writes a failure record naming the rank that left
 and the collective, and aborts the job. Collectives that the leaving rank did take part in
-never trigger it (the sequence numbers say so), however long they take.
+never trigger it (the sequence numbers say so), however long they take. Point-to-point
+messages (pipeline stages) are judged the same way: the exit record counts the messages
+sent to and received from each peer (``"p2p"``), and a rank waiting for a message from a
+peer that left after sending it no more than it has received cannot go on
+(``parallel/comm/p2p_watch.py`` marks such waits).
 
 A rank on a machine that cannot see the job directory (a multi-machine job without a shared
 ``--log-dir``) relays its records instead: each is one line on its stderr,
@@ -34,14 +38,17 @@ import sys
 import threading
 import time
 import traceback
+import uuid
 import weakref
 
 from ..communication import hooks
 from ..communication.mpi import import_mpi
+from .record_check import record_problem, warn_dropped
 
 __all__ = ["JOB_DIR_VARIABLE", "RECORD_PREFIX", "job_dir", "launched", "world_rank", "set_step",
            "current_step", "install", "watch", "record_exit", "record_failure", "comm_key",
-           "stuck_reason", "stuck_reason_for", "wait_record", "write_record", "read_records",
+           "stuck_reason", "stuck_reason_for", "wait_record", "p2p_wait_record", "write_record",
+           "read_records",
            "early_exit_record", "POLL_SECONDS"]
 
 JOB_DIR_VARIABLE = "MINITORCH_DIST_JOB_DIR"
@@ -51,6 +58,7 @@ RECORD_PREFIX = "minitorch_dist: record "
 _RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK")
 _watched = weakref.WeakSet()
 _counters = []        # (comm key, [calls]): a communicator's count outlives the object
+_p2p_counters = []    # (comm key, {"sent": {peer: n}, "received": {peer: n}})
 _state = {"thread": None, "exited": False, "relayed_wait": None}
 # the step lives below the launcher (Model.train records it without importing launch/)
 set_step, current_step = hooks.set_step, hooks.current_step
@@ -100,6 +108,9 @@ def watch(comm):
         # drops the communicator, so an exit record still counts its calls
         comm._seq_box = box = [getattr(comm, "_call_seq", 0)]
         _counters.append((comm_key(comm), box))
+        # point-to-point messages (parallel/comm/p2p_watch.py counts them), per peer
+        comm._p2p_counts = counts = {"sent": {}, "received": {}}
+        _p2p_counters.append((comm_key(comm), counts))
         if _state["thread"] is None:
             thread = threading.Thread(target=_loop, name="minitorch_dist-watchdog", daemon=True)
             _state["thread"] = thread
@@ -107,12 +118,25 @@ def watch(comm):
 
 
 def write_record(folder, name, record):
-    """Write ``record`` as ``folder/name`` (JSON) atomically: readers never see half of it."""
+    """Write ``record`` as ``folder/name`` (JSON) atomically: readers never see half of it.
+    The temporary file is this writer's own (process, thread and a random part in its
+    name): two writers of one record, say a rank and the launcher's relay, or a failure
+    written by the watchdog while the main thread writes its own, each rename their own
+    file, where a shared ``name.part`` let one rename the other's away
+    (``FileNotFoundError: .../exit.1.json.part``)."""
     path = os.path.join(folder, name)
-    temporary = path + ".part"
-    with open(temporary, "w") as handle:
-        json.dump(record, handle)
-    os.replace(temporary, path)
+    temporary = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}."
+                                     f"{uuid.uuid4().hex[:8]}.part")
+    try:
+        with open(temporary, "w") as handle:
+            json.dump(record, handle)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.remove(temporary)
+        except OSError:
+            pass
+        raise
     return path
 
 
@@ -134,7 +158,19 @@ def record_exit(code=0):
     collectives = _totals()
     return _write(f"exit.{world_rank()}.json",
                   {"rank": world_rank(), "code": code, "collectives": collectives,
-                   "step": current_step(), "time": time.time()})
+                   "p2p": _p2p_totals(), "step": current_step(), "time": time.time()})
+
+
+def _p2p_totals():
+    """Point-to-point messages sent to and received from each peer (its rank in the
+    communicator), per communicator key."""
+    totals = {}
+    for key, counts in list(_p2p_counters):
+        mine = totals.setdefault(key, {"sent": {}, "received": {}})
+        for side in ("sent", "received"):
+            for peer, n in list(counts[side].items()):
+                mine[side][peer] = mine[side].get(peer, 0) + n
+    return {key: sides for key, sides in totals.items() if sides["sent"] or sides["received"]}
 
 
 def _totals():
@@ -165,7 +201,8 @@ def record_failure(exc=None, message=None, kind="exception", fold=None, rank=Non
 
 
 def read_records(folder, kind):
-    """``{rank: record}`` of the ``<kind>.<rank>.json`` files in ``folder``."""
+    """``{rank: record}`` of the well-formed ``<kind>.<rank>.json`` files in ``folder``; a
+    malformed one is left out with a one-line warning (``record_check``)."""
     records = {}
     for name in os.listdir(folder):
         if name.startswith(kind + ".") and name.endswith(".json"):
@@ -173,6 +210,10 @@ def read_records(folder, kind):
                 with open(os.path.join(folder, name)) as handle:
                     record = json.load(handle)
             except (OSError, ValueError):
+                continue
+            problem = record_problem(name, record)
+            if problem is not None:
+                warn_dropped(name, problem, f"in {folder}")
                 continue
             records[int(record["rank"])] = record
     return records
@@ -188,9 +229,52 @@ def wait_record(comm, pending, me):
             "members": [int(r) for r in members], "step": current_step(), "time": time.time()}
 
 
+def p2p_wait_record(comm, pending, me):
+    """What rank ``me`` waits in: a point-to-point message with a peer of ``comm``
+    (``pending`` is ``comm._p2p_pending``: op, message number, since, peer)."""
+    op, number, _, peer = pending
+    members = list(getattr(comm, "world_ranks", None) or range(comm.size))
+    return {"rank": me, "key": comm_key(comm), "op": op, "seq": number, "mine": number,
+            "peer": int(members[peer]), "peer_local": int(peer), "me_local": int(comm.rank),
+            "members": [int(me), int(members[peer])], "step": current_step(),
+            "time": time.time()}
+
+
+def _p2p_stuck_reason(wait, exits):
+    """Why the point-to-point ``wait`` can never finish: its peer left after sending this
+    rank fewer messages than it waits for (a receive), or before receiving every message
+    this rank sent it (a send). None while it still can."""
+    me, peer = wait["rank"], wait["peer"]
+    if peer not in exits:
+        return None
+    record = exits[peer]
+    sides = record.get("p2p", {}).get(wait["key"], {})
+    mine = str(wait.get("me_local", me))
+    if wait["op"] == "recv":
+        count = sides.get("sent", {}).get(mine, 0)
+        if count >= wait["mine"]:
+            return None             # the message was sent: it is on its way
+        what = f"after sending rank {me} {count} pipeline messages"
+        waits = f"rank {me} waits to receive message #{wait['mine']} from it"
+    else:
+        count = sides.get("received", {}).get(mine, 0)
+        if count >= wait["mine"]:
+            return None
+        what = f"after receiving {count} of the pipeline messages rank {me} sent it"
+        waits = f"rank {me} waits to send message #{wait['mine']} to it"
+    where = f" at step {record['step']}" if record.get("step") is not None else ""
+    code = record.get("code", 0)
+    how = "without an error" if code in (0, None) else f"with exit code {code}"
+    return (f"rank {peer} left the job {how}{where} {what}, while {waits}"
+            + (f" (step {wait['step']})" if wait.get("step") is not None else "")
+            + ": every pipeline stage must run the same number of steps and micro-batches")
+
+
 def stuck_reason_for(wait, exits):
-    """Why the collective of the ``wait`` record can never finish, given the ``exits``
-    records of ranks that left; None when it still can."""
+    """Why the collective (or point-to-point message) of the ``wait`` record can never
+    finish, given the ``exits`` records of ranks that left; None when it still can."""
+    if wait.get("op") in ("send", "recv") and "peer" in wait:
+        return _p2p_stuck_reason(wait, exits)
     me = wait["rank"]
     for rank in wait["members"]:
         if rank == me or rank not in exits:
@@ -215,20 +299,40 @@ def stuck_reason(comm, pending, exits, me):
 
 
 def _relay_wait(busy, me):
-    """Relay mode: announce a collective this rank has waited in for a while (once each),
-    and withdraw it (``"open": false``) once it has completed."""
+    """Relay mode: announce a wait (collective or point-to-point) this rank has been in for
+    a while (once each), and withdraw it (``"open": false``) once it has completed."""
     announced = _state["relayed_wait"]
-    current = {(comm_key(comm), pending[1]) for comm, pending in busy}
+    current = {_marker(comm, pending) for comm, pending in busy}
     if announced is not None and announced not in current:
         _state["relayed_wait"] = None
         _write(f"wait.{me}.json", {"rank": me, "open": False, "time": time.time()})
     for comm, pending in busy:
-        marker = (comm_key(comm), pending[1])
+        marker = _marker(comm, pending)
         if time.monotonic() - pending[2] >= RELAY_WAIT_SECONDS \
                 and _state["relayed_wait"] != marker:
             _state["relayed_wait"] = marker
-            _write(f"wait.{me}.json", dict(wait_record(comm, pending, me), open=True))
+            _write(f"wait.{me}.json", dict(_wait_of(comm, pending, me), open=True))
             return
+
+
+def _marker(comm, pending):
+    return (comm_key(comm),) + tuple(pending[:2]) + tuple(pending[3:])
+
+
+def _wait_of(comm, pending, me):
+    """The wait record of a collective wait (3 fields) or a point-to-point one (4)."""
+    return p2p_wait_record(comm, pending, me) if len(pending) == 4 \
+        else wait_record(comm, pending, me)
+
+
+def _busy():
+    """``(comm, pending)`` of every wait this rank is in: collectives and messages."""
+    busy = []
+    for comm in list(_watched):
+        for pending in (comm._pending, getattr(comm, "_p2p_pending", None)):
+            if pending is not None:
+                busy.append((comm, pending))
+    return busy
 
 
 def _loop():
@@ -237,7 +341,7 @@ def _loop():
         time.sleep(POLL_SECONDS)
         if _state["exited"]:
             continue
-        busy = [(c, c._pending) for c in list(_watched) if c._pending is not None]
+        busy = _busy()
         folder = job_dir()
         if folder is None:
             _relay_wait(busy, me)
@@ -249,7 +353,7 @@ def _loop():
         except OSError:
             continue
         for comm, pending in busy:
-            reason = stuck_reason(comm, pending, exits, me) if exits else None
+            reason = stuck_reason_for(_wait_of(comm, pending, me), exits) if exits else None
             if reason is not None:
                 _abort(reason)
 

@@ -66,6 +66,29 @@ class Parameter(Tensor):
         if self._unplaced and device is not self.device:
             self.place_on(device, owner=owner)
 
+    # ---- values not drawn yet (nn.utils.no_init_parameters) ----------------------------
+    def asnumpy(self):
+        """A NumPy copy of the values; a parameter made under ``no_init_parameters`` draws
+        them first, exactly as its first use would (never the zeros it holds until then)."""
+        if self.deferred_init is not None:
+            self.init_data()
+        return super().asnumpy()
+
+    numpy = asnumpy
+
+    def set_data(self, data):
+        """Replace the values in place (same shape). A parameter whose values are not drawn
+        yet gets its own memory for them (nothing to draw: every value is replaced)."""
+        if self.released:
+            raise RuntimeError(f"Parameter {self.name!r}: set_data on a parameter released "
+                               "on this process (another pipeline stage holds it); load it "
+                               "on the rank of its stage")
+        if self.deferred_init is not None:
+            xp = self.device.xp
+            self.data = xp.zeros(self.shape, self.dtype)
+            self.deferred_init = None
+        return super().set_data(data)
+
     def set_param_ps(self, init_in_server=False):
         """MindSpore's parameter-server mode (a parameter kept on server processes) does not
         exist here: refused, saying what to use instead."""
@@ -96,6 +119,8 @@ class Parameter(Tensor):
         return self
 
     def clone(self, name=None):
+        if self.deferred_init is not None:      # the copy draws the same values when used
+            return Parameter(self, name or self.name, self.requires_grad)
         return Parameter(Tensor._make(self.data.copy(), self.device), name or self.name,
                          self.requires_grad)
 

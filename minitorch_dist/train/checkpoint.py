@@ -40,6 +40,7 @@ from ..extension import extension
 from ..nn.cell import Cell
 from ..nn.parameter import Parameter
 from ..tensor import Tensor
+from .checkpoint_identity import attach_origins
 from .train_state import TRAIN_STATE, restore_from_entries, train_state_json
 
 __all__ = ["save_checkpoint", "load_checkpoint", "load_param_into_net", "wait_async_saves",
@@ -208,6 +209,8 @@ def _host_value(value, copy):
     if isinstance(value, str):
         return value, False
     if isinstance(value, Tensor):
+        if value.deferred_init is not None:     # no_init_parameters: drawn as at first use
+            value.init_data()
         array = value.asnumpy() if not value.device.is_host or copy else value.data
         return contiguous(array), bool(value.requires_grad)
     if isinstance(value, np.ndarray):
@@ -405,6 +408,7 @@ def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=N
             for entry in entries:
                 if wanted(entry["name"]):
                     params[entry["name"]] = _read_entry(archive, entry, path)
+            attach_origins(params, entries, path)     # whose slices (checkpoint_identity)
     except zipfile.BadZipFile as err:
         raise _CheckpointError(f"load_checkpoint: {path!r} is corrupt or truncated (not a valid ZIP "
                          f"archive: {err})") from None

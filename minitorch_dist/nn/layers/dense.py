@@ -55,6 +55,7 @@ class Dense(Cell):
         if not shape or shape[-1] != self.in_channels:
             raise ValueError(f"Dense expected input with last dimension {self.in_channels}, "
                              f"got shape {tuple(shape)}")
+        _check_input_dtype(x, self.weight)
         flat = len(shape) != 2
         if flat:
             x = self.reshape(x, (-1, self.in_channels))
@@ -71,3 +72,13 @@ class Dense(Cell):
         act = f", activation={type(self.activation).__name__}" if self.activation is not None else ""
         return (f"input_channels={self.in_channels}, output_channels={self.out_channels}, "
                 f"has_bias={self.has_bias}{act}")
+
+
+def _check_input_dtype(x, weight):
+    """MindSpore's MatMul refuses operands of different types, so an integer or boolean
+    input (token ids, a label column) is refused here rather than promoted to float64."""
+    if not dtypes.is_floating(x.dtype):
+        raise TypeError(f"nn.Dense: the input has dtype {x.dtype} but the weight is "
+                        f"{weight.dtype}; Dense multiplies floating-point inputs only (as "
+                        f"MindSpore's MatMul, which needs equal input types): cast the input "
+                        f"first, e.g. x.astype(ms.{weight.dtype})")

@@ -22,6 +22,7 @@ from ...backend.dtypes import WIRE_DTYPES, dtype_code, dtype_from_code
 from ...communication.communicator import Request
 from ...ops.primitive import Primitive
 from ...tensor import Tensor
+from .p2p_watch import watched_request
 
 __all__ = ["Channel", "Mailbox", "Send", "Recv"]
 
@@ -109,20 +110,27 @@ class Channel:
     def _isend(self, array, device, dest, tag):
         if self._staged(device):
             array = get_device("CPU").copy_from(array, device)
-        return self.host.isend(array, dest, tag)
+        return self._post_send(array, dest, tag)
+
+    def _post_send(self, array, dest, tag):
+        return watched_request(self.host, self.host.isend(array, dest, tag), "send", dest)
+
+    def _post_recv(self, out, source, tag):
+        return watched_request(self.host, self.host.irecv(out, source, tag), "recv", source)
 
     def _irecv(self, shape, dtype, device, source, tag):
         """A request whose ``wait()`` gives the received array on ``device``."""
         if not self._staged(device):
-            return self.host.irecv(device.xp.empty(shape, dtype), source, tag)
-        request = self.host.irecv(np.empty(shape, dtype), source, tag)
+            return self._post_recv(device.xp.empty(shape, dtype), source, tag)
+        request = self._post_recv(np.empty(shape, dtype), source, tag)
         return Request(lambda: device.copy_from(request.wait(), get_device("CPU")))
 
     # ---- activations ----------------------------------------------------------------
     def send_activations(self, arrays, devices, dest, boundary, microbatch):
         """Post the header and the activations; returns the requests to wait on later."""
         header = pack_header(arrays, devices, f"the border after stage {boundary}")
-        requests = [self.host.isend(header, dest, self._tag(boundary, microbatch, _KIND_HEADER, 0))]
+        requests = [self._post_send(header, dest,
+                                    self._tag(boundary, microbatch, _KIND_HEADER, 0))]
         for i, (array, device) in enumerate(zip(arrays, devices)):
             tag = self._tag(boundary, microbatch, _KIND_ACTIVATION, i)
             requests.append(self._isend(array, device, dest, tag))
@@ -130,7 +138,7 @@ class Channel:
 
     def post_header(self, source, boundary, microbatch):
         header = np.empty(HEADER_LEN, np.int64)
-        return self.host.irecv(header, source, self._tag(boundary, microbatch, _KIND_HEADER, 0))
+        return self._post_recv(header, source, self._tag(boundary, microbatch, _KIND_HEADER, 0))
 
     def receive_activations(self, header_request, source, boundary, microbatch):
         """Wait for the header, then receive the activations it announces: ``[(array, device)]``."""

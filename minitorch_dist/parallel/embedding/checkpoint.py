@@ -11,6 +11,8 @@ with the whole table loads the result with ``ms.load_checkpoint`` /
 """
 import numpy as np
 
+from ...train.checkpoint_identity import is_identity_entry
+
 __all__ = ["row_sliced_names", "merge_row_sliced_checkpoints"]
 
 
@@ -48,8 +50,11 @@ def merge_row_sliced_checkpoints(rank_files, output_file, sliced, atol=0.0):
     if missing:
         raise ValueError(f"merge_row_sliced_checkpoints: {rank_files[0]} has no entries "
                          f"{missing}; expected the row-sliced tables and their optimizer state")
+    _check_rank_order(loaded, rank_files)
     merged = {}
     for name, value in loaded[0].items():
+        if is_identity_entry(name):
+            continue            # the merged file holds whole tables: no rank's slices
         copies = [_entry(ckpt, name, path) for ckpt, path in zip(loaded, rank_files)]
         if name in names:
             merged[name] = Parameter(Tensor(_stack_rows(name, copies, rank_files)), name,
@@ -59,6 +64,20 @@ def merge_row_sliced_checkpoints(rank_files, output_file, sliced, atol=0.0):
                 _same_everywhere(name, copies, rank_files, atol)
     save_checkpoint(merged, output_file)
     return merged
+
+
+def _check_rank_order(loaded, paths):
+    """Files that record their rank (``__rank_identity__``) must come in rank order."""
+    for position, (ckpt, path) in enumerate(zip(loaded, paths)):
+        rows = [v.checkpoint_origin["slice"]["row_slice"] for v in ckpt.values()
+                if not isinstance(v, str) and getattr(v, "checkpoint_origin", None)
+                and (v.checkpoint_origin.get("slice") or {}).get("row_slice")]
+        for part in rows:
+            if part["rank"] != position or part["size"] != len(paths):
+                raise ValueError(f"merge_row_sliced_checkpoints: {path} holds the rows of "
+                                 f"rank {part['rank']} of {part['size']}, but it is file "
+                                 f"{position} of {len(paths)}; pass one file per rank, in "
+                                 "rank order")
 
 
 def _entry(ckpt, name, path):

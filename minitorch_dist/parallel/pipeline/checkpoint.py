@@ -9,6 +9,8 @@ for trained values the copies are equal, which is checked too.
 """
 import numpy as np
 
+from ...train.checkpoint_identity import IDENTITY
+
 __all__ = ["merge_pipeline_checkpoints"]
 
 
@@ -21,6 +23,8 @@ def merge_pipeline_checkpoints(stage_files, output_file, atol=0.0):
     merged, origin = {}, {}
     for path in stage_files:
         for name, value in load_checkpoint(path).items():
+            if name == IDENTITY:
+                continue        # a stage file's slice record; the merge checks none
             if name not in merged:
                 merged[name], origin[name] = value, path
                 continue

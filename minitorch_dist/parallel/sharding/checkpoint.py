@@ -13,12 +13,19 @@ A sliced parameter carries ``sharding_layout`` (a ``TensorLayout``) and ``shardi
 ``merge_sharded_checkpoints(files, out)`` puts every rank's block in place
 (``assemble_array``, which also checks that the copies of a block agree) and keeps the
 unsliced entries, which must be equal in every file.
+
+A file of slices also carries ``__rank_identity__`` (``slice_identity``): loading checks
+each slice against the parameter it would fill (``local_value``) and refuses another
+rank's, layout's or world's slices, naming both sides. A row-sliced embedding table
+(``row_slice``) is recorded the same way, and takes its rows of a whole table on loading.
 """
 import json
 
 import numpy as np
 
+from ...train.checkpoint_identity import is_identity_entry
 from .layout import TensorLayout, assemble_array
+from .slice_identity import check_slice, identity_entry, row_slice_json
 
 __all__ = ["LAYOUT_PREFIX", "layout_entries", "layout_json", "layout_from_json",
            "merge_sharded_checkpoints", "integrated_entries", "local_value"]
@@ -45,11 +52,28 @@ def layout_from_json(spec):
                         row_blocks=tuple(spec.get("row_blocks", ()))), spec["rank"]
 
 
+def slice_record(value):
+    """What slice of a whole tensor ``value`` holds in this process (``slice_identity``), or
+    None when it holds the whole tensor."""
+    if getattr(value, "sharding_layout", None) is not None:
+        return layout_json(value)
+    if getattr(value, "row_slice", None) is not None:
+        return row_slice_json(value.row_slice)
+    return None
+
+
 def layout_entries(entries):
-    """The string entries describing the sliced parameters among ``(name, value)``: a
-    checkpoint of a sharded rank holds each parameter's slice, and says so here."""
-    return [(LAYOUT_PREFIX + name, json.dumps(layout_json(value)))
-            for name, value in entries if getattr(value, "sharding_layout", None) is not None]
+    """The string entries describing the sliced values among ``(name, value)``: a
+    checkpoint of a sharded rank holds each parameter's slice, and says so here (one
+    ``sharding_layout.<name>`` per operator-sharded value, read by the merge, and the
+    file's ``__rank_identity__``, checked on loading)."""
+    out = [(LAYOUT_PREFIX + name, json.dumps(layout_json(value)))
+           for name, value in entries if getattr(value, "sharding_layout", None) is not None]
+    records = {name: slice_record(value) for name, value in entries
+               if not isinstance(value, str) and slice_record(value) is not None}
+    if records:
+        out.append(identity_entry(records))
+    return out
 
 
 def _gathered(value):
@@ -86,9 +110,16 @@ def integrated_entries(entries):
     return [(name, _gathered(value) if _sliced(value) else value) for name, value in entries]
 
 
-def local_value(param, value):
+def local_value(param, value, name=None):
     """``param``'s block of a whole checkpoint ``value`` when ``param`` is sliced and
-    ``value`` has the full shape; else ``value`` unchanged."""
+    ``value`` has the full shape; else ``value`` unchanged. A slice read from a per-rank
+    file must be this rank's own (``slice_identity.check_slice``)."""
+    check_slice(name or param.name, param, value, slice_record(param))
+    part = getattr(param, "row_slice", None)
+    if part is not None and tuple(value.shape) == tuple(part.full_shape) \
+            and tuple(param.shape) != tuple(part.full_shape):
+        from ...tensor import Tensor
+        return Tensor(np.ascontiguousarray(value.asnumpy()[part.offset:part.offset + part.rows]))
     layout = getattr(param, "sharding_layout", None)
     if layout is None or tuple(value.shape) != tuple(layout.shape) \
             or tuple(param.shape) == tuple(layout.shape):
@@ -129,8 +160,8 @@ def merge_sharded_checkpoints(rank_files, output_file):
         merged[name] = Tensor(assemble_array([have[r] for r in range(layout.num_devices)], layout))
     for path, entries in zip(rank_files, loaded):
         for key, value in entries.items():
-            if key.startswith(LAYOUT_PREFIX) or key in layouts:
-                continue
+            if is_identity_entry(key) or key in layouts:
+                continue            # the merged file holds whole values: no rank's slices
             if key not in merged:
                 merged[key] = value
             elif isinstance(value, Tensor) and not np.array_equal(merged[key].asnumpy(), value.asnumpy()):
