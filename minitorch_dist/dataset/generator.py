@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 
+from .checked_cast import checked_cast
 from .engine import Dataset
 from .sampling import (check_num_samples, check_shards, check_shuffle, check_workers, epoch_size,
                        sample_order, shard_stream)
@@ -118,7 +119,8 @@ class GeneratorDataset(Dataset):
                              f"but column_names has {len(self.column_names)}: {self.column_names}")
         row = tuple(np.asarray(v) for v in values)
         if self.column_types is not None:
-            row = tuple(v.astype(t, copy=False) for v, t in zip(row, self.column_types))
+            row = tuple(checked_cast(v, t, name, "GeneratorDataset")
+                        for v, t, name in zip(row, self.column_types, self.column_names))
         return row
 
     def _source_rows(self):

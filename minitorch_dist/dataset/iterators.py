@@ -10,8 +10,13 @@ _TENSOR_DTYPE = {np.dtype(np.uint16): np.dtype(np.int32), np.dtype(np.int16): np
 
 
 def to_tensor(array, column):
-    """A Tensor holding a copy of ``array`` (so the pipeline's buffers can be reused)."""
+    """A Tensor holding a copy of ``array`` (so the pipeline's buffers can be reused).
+
+    Text (MindSpore's string tensors, e.g. a MindRecord ``string`` field) stays a NumPy
+    ``str``/``bytes`` array: a Tensor holds numbers only here."""
     array = np.asarray(array)
+    if array.dtype.kind in "SU":
+        return array.copy()
     target = _TENSOR_DTYPE.get(array.dtype)
     if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
         raise ValueError(f"column {column!r} holds the uint64 value {int(array.max())}, which "
@@ -49,6 +54,7 @@ class _EpochIterator:
         self._positions = [names.index(c) for c in self.columns]
         self._epochs_done = 0
         self._rows = None
+        self._failure = None         # the error that ended the epoch in progress, until reset
         registry = getattr(dataset, "_iterators", None)
         if registry is not None:
             registry.add(self)      # so dataset.reset() can end an epoch in progress
@@ -57,6 +63,12 @@ class _EpochIterator:
         return self
 
     def __next__(self):
+        if self._failure is not None:
+            # the epoch's row stream died with the error; carrying on would yield an empty or
+            # shortened epoch with no error
+            raise RuntimeError(f"this iterator failed earlier ({type(self._failure).__name__}: "
+                               f"{self._failure}); call dataset.reset() or create a new iterator "
+                               "to start again") from self._failure
         if self._rows is None:
             if self.num_epochs != -1 and self._epochs_done >= self.num_epochs:
                 raise RuntimeError(f"this iterator was created for num_epochs={self.num_epochs} and "
@@ -72,6 +84,9 @@ class _EpochIterator:
             self._rows = None
             self._epochs_done += 1
             raise
+        except BaseException as err:        # KeyboardInterrupt too: the row stream is dead
+            self._failure = err
+            raise
         values = [row[p] for p in self._positions]
         if self.output_numpy:
             return self._package([np.asarray(v) for v in values])
@@ -82,6 +97,7 @@ class _EpochIterator:
 
     def end_epoch(self):
         """End the epoch in progress, if any (it counts as run); the next row starts a new one."""
+        self._failure = None
         if self._rows is not None:
             self._rows = None
             self._epochs_done += 1

@@ -1,4 +1,5 @@
-"""``ds.MindDataset``: rows of MindRecord files written by ``mindrecord.FileWriter``.
+"""``ds.MindDataset``: rows of MindRecord files (MindSpore's format: written by MindSpore's
+``FileWriter`` or by ``mindrecord.FileWriter``; every file is checked as ``shard_file`` says).
 
 Follows MindSpore's reader (``ShardReader`` with its shuffle and distributed samplers):
 

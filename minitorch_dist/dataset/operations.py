@@ -169,13 +169,27 @@ class BatchDataset(Dataset, operation="batch"):
         names = self.get_col_names()
         batch = []
         for i, name in enumerate(names):
+            values = [np.asarray(row[i]) for row in rows]
+            _check_one_dtype(values, name)
             try:
-                batch.append(np.stack([np.asarray(row[i]) for row in rows]))
+                batch.append(np.stack(values))
             except ValueError:
                 shapes = sorted({np.shape(row[i]) for row in rows})
                 raise ValueError(f"batch: rows of column {name!r} have different shapes {shapes}; "
                                  "resize or pad them before batching") from None
         return tuple(batch)
+
+
+def _check_one_dtype(values, column):
+    """Refuse a batch whose rows disagree on the column's dtype: ``np.stack`` would promote
+    float32 and int64 rows to float64 (or int8 and uint8 to int16) without a word, and the
+    batch's dtype would depend on which rows happened to meet."""
+    dtypes = {v.dtype.kind if v.dtype.kind in "SU" else v.dtype for v in values}  # text of any width
+    if len(dtypes) > 1:
+        names = sorted(getattr(d, "name", "str") for d in dtypes)
+        raise TypeError(f"batch: rows of column {column!r} have different dtypes {names}; one batch "
+                        "holds one dtype. Cast the column first (ds.transforms.TypeCast, or "
+                        "GeneratorDataset(column_types=...))")
 
 
 def buffer_shuffle(items, buffer_size, rng):

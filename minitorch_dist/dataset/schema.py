@@ -95,12 +95,24 @@ class Schema:
                 raise TypeError(f"Schema: schema_file must be a path, got {type(schema_file).__name__}")
             if not os.path.isfile(schema_file):
                 raise ValueError(f"Schema: schema file {os.fspath(schema_file)!r} does not exist")
-            with open(schema_file, encoding="utf-8") as f:
-                try:
-                    content = json.load(f)
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"Schema: {os.fspath(schema_file)!r} is not valid JSON: {err}") from None
+            self._load_file(os.fspath(schema_file))
+
+    def _load_file(self, path):
+        """Fill from the schema file ``path``; every failure names the file."""
+        with open(path, "rb") as f:
+            raw = f.read()
+        try:
+            content = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise ValueError(f"Schema: schema file {path!r} is not UTF-8 text (byte {err.start} is "
+                             f"{raw[err.start:err.start + 1]!r}); expected MindSpore's schema JSON") from None
+        except json.JSONDecodeError as err:
+            raise ValueError(f"Schema: schema file {path!r} is not valid JSON: {err}") from None
+        try:
             self.from_json(content)
+        except (ValueError, TypeError) as err:
+            detail = str(err).removeprefix("Schema: ")
+            raise type(err)(f"Schema: schema file {path!r}: {detail}") from None
 
     def add_column(self, name, de_type, shape=None):
         """Append a column; ``de_type`` is ``mstype.int32``, a NumPy dtype or a type name."""

@@ -29,6 +29,7 @@ import numpy as np
 from .config import rng_for
 from .engine import Dataset
 from .sampling import check_num_samples, check_shards, check_workers
+from .checked_cast import checked_cast
 from .schema import Schema, as_schema, fit_shape, numpy_dtype
 from .shuffle_level import Shuffle, shuffle_level
 from .tfrecord_io import open_file, parse_example, read_records, record_at, record_offsets
@@ -69,7 +70,11 @@ def _column_from(values, column, path):
     where = f"TFRecord file {path!r}"
     if isinstance(values, list):                       # bytes_list
         if kind == "string":
-            strings = np.array([v.decode("utf-8", "replace") for v in values])
+            try:
+                strings = np.array([v.decode("utf-8") for v in values])
+            except UnicodeDecodeError:     # never a silently replaced character
+                raise ValueError(f"{where}: column {name!r} (string) holds bytes that are not UTF-8 "
+                                 "text; read it as uint8") from None
             if shape is None and len(strings) == 1:
                 return strings[0]                  # one string: a scalar, as MindSpore
             return fit_shape(strings, shape, name, where)
@@ -86,7 +91,7 @@ def _column_from(values, column, path):
     if kind not in _INT_TYPES:
         raise ValueError(f"{where}: column {name!r} holds an int64 list, which reads as an integer "
                          f"type ({', '.join(_INT_TYPES)}), not {kind}")
-    return fit_shape(values.astype(kind), shape, name, where)
+    return fit_shape(checked_cast(values, kind, name, where), shape, name, where)
 
 
 def schema_from_file(path, columns_list, what):

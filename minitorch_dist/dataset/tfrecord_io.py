@@ -274,10 +274,24 @@ def encode_example(features):
 
 def write_tfrecord(path, examples):
     """Write ``examples`` (dicts ``{name: values}``) to the TFRecord file ``path``, one record
-    each, in TensorFlow's format (``tf.io.TFRecordWriter`` + ``tf.train.Example``)."""
-    with open(path, "wb") as f:
-        for features in examples:
-            if not isinstance(features, dict) or not features:
-                raise TypeError(f"write_tfrecord: every example must be a non-empty dict of "
-                                f"features, got {features!r}")
-            f.write(frame_record(encode_example(features)))
+    each, in TensorFlow's format (``tf.io.TFRecordWriter`` + ``tf.train.Example``).
+
+    The records go to ``path + ".part"``, renamed to ``path`` only when all are written (as
+    checkpoints are): a writer that fails or is killed never leaves a shorter file that reads
+    as a complete one."""
+    path = os.fspath(path)
+    partial = path + ".part"
+    try:
+        with open(partial, "wb") as f:
+            for features in examples:
+                if not isinstance(features, dict) or not features:
+                    raise TypeError(f"write_tfrecord: every example must be a non-empty dict of "
+                                    f"features, got {features!r}")
+                f.write(frame_record(encode_example(features)))
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        if os.path.exists(partial):
+            os.remove(partial)
+        raise
+    os.replace(partial, path)
