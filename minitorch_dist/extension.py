@@ -48,6 +48,14 @@ class Extension:
         """Run ``fn(*args)`` for ``jit`` and ``AutoParallel``."""
         return fn(*args)
 
+    def shard_function(self, fn, in_strategy, out_strategy, parameter_plan, device, level):
+        """``Cell.shard`` / ``ms.shard``: served by the parallel layer."""
+        raise RuntimeError("Cell.shard needs the parallel layer (import minitorch_dist)")
+
+    def declare_inputs(self, cell, inputs, kwargs):
+        """``Cell.set_inputs``: served by the parallel layer."""
+        raise RuntimeError("Cell.set_inputs needs the parallel layer (import minitorch_dist)")
+
     def check_primitive_call(self, prim):
         """Called before a primitive with a sharding strategy runs outside any parallel
         executor; the default accepts it (one process runs the whole operator)."""

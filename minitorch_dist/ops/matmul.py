@@ -35,6 +35,9 @@ class BatchMatMul(Primitive):
     split_backward = True     # each operand's gradient is its own product
 
     min_ndim = 2
+    # MindSpore's 2D/3D tensor parallel for Layout strategies (parallel/sharding/rules/layout_plan.py)
+    settable_attrs = ("enable_nd_tp",)
+    enable_nd_tp = False
 
     def __init__(self, transpose_a=False, transpose_b=False):
         self.transpose_a = bool(transpose_a)

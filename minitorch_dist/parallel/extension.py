@@ -27,7 +27,7 @@ import logging
 import math
 import weakref
 
-from .. import communication, nn
+from .. import communication, nn, ops
 from ..extension import Extension, install_extension
 from ..nn.cell import Cell
 from ..nn.optim.optimizer import Optimizer
@@ -42,6 +42,9 @@ from .sharding.checkpoint import integrated_entries, layout_entries, local_value
 from .sharding.rules import ShardingError
 from .sharding.scope import current_world, note_training_step, running, tracing
 from .sharding.sharded_call import ShardedCall
+from .shard_function import ShardFunction
+from .dynamic_shape import declare_inputs
+from .comm import collective_ops
 
 logger = logging.getLogger("minitorch_dist")
 
@@ -170,6 +173,12 @@ class ParallelExtension(Extension):
     def stage_parameters(self, cell):
         return stage_parameters(cell)
 
+    def shard_function(self, fn, in_strategy, out_strategy, parameter_plan, device, level):
+        return ShardFunction(fn, in_strategy, out_strategy, parameter_plan, device, level)
+
+    def declare_inputs(self, cell, inputs, kwargs):
+        declare_inputs(cell, inputs, kwargs)
+
     def model_wiring(self):
         return _ModelWiring
 
@@ -209,4 +218,6 @@ def sharded_call_of(cell):
 nn.DistributedGradReducer = DistributedGradReducer
 nn.PipelineCell = PipelineCell
 nn.PipelineGradReducer = PipelineGradReducer
+for _name in collective_ops.__all__:     # ops.AllReduce, ops.AllGather, ..., ops.ReduceOp
+    setattr(ops, _name, getattr(collective_ops, _name))
 install_extension(ParallelExtension())

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...context import get_context
 from ...tensor import Tensor
+from .layout_api import strategy_text
 
 __all__ = ["dump_begin", "dump_execute", "ExecuteListing", "format_begin"]
 
@@ -27,10 +28,7 @@ def _tensor_type(shape, dtype):
 
 
 def _strategy_text(strategy):
-    if strategy is None:
-        return "None"
-    return "(" + ", ".join("(" + ", ".join(str(n) for n in s) + (",)" if len(s) == 1 else ")")
-                           for s in strategy) + ("," if len(strategy) == 1 else "") + ")"
+    return strategy_text(strategy)
 
 
 def _prim_attrs(prim):

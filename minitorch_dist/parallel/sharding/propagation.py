@@ -14,6 +14,7 @@
 from collections import deque
 
 from .layout import TensorLayout
+from .layout_api import Layout
 from .redistribution import plan_cost, plan_redistribution
 from .rules import ShardPlan, ShardingError, candidates, default_strategy, plan as plan_node, rule_for
 
@@ -43,6 +44,21 @@ class _Chooser:
         self.world = world
         self.input_layouts = input_layouts
         self.plans = {}
+        self.pins = _parameter_pins(graph)
+
+    def meets_pins(self, node, shard_plan):
+        """The first pinned parameter input ``shard_plan`` slices otherwise, or None."""
+        for position, (name, counts) in self.pins.get(node.index, {}).items():
+            if shard_plan.splits(shard_plan.input_maps[position]) != counts:
+                return name, counts, shard_plan.splits(shard_plan.input_maps[position])
+        return None
+
+    def check_pins(self, node, shard_plan):
+        miss = self.meets_pins(node, shard_plan)
+        if miss is not None:
+            name, counts, got = miss
+            raise ShardingError(f"{node.name}: parameter_plan slices parameter {name!r} {counts}, "
+                                f"but the primitive's strategy {node.strategy} slices it {got}")
 
     def plan_for(self, node, strategy):
         if not _has_rule(node.prim):
@@ -91,9 +107,9 @@ class _Chooser:
             src = node.inputs[i]
             if src.kind == "node" and src.node in self.plans:
                 producer = self.graph.nodes[src.node]
-                if producer.strategy and producer.strategy[0] is not None \
-                        and len(producer.strategy[0]) == len(node.in_shapes[i]):
-                    splits[i] = tuple(producer.strategy[0])
+                first = _counts(producer.strategy[0]) if producer.strategy else None
+                if first is not None and len(first) == len(node.in_shapes[i]):
+                    splits[i] = first
         return splits
 
     def choose(self, node):
@@ -104,6 +120,8 @@ class _Chooser:
                 shard_plan = self.plan_for(node, strategy)
             except ValueError:
                 continue
+            if self.meets_pins(node, shard_plan) is not None:
+                continue
             devices = _devices_used(shard_plan)
             # a primitive without a sharding rule has the one candidate None (run whole)
             keeps = 0 if strategy is None else sum(
@@ -113,9 +131,31 @@ class _Chooser:
             if best_key is None or key < best_key:
                 best, best_key = (strategy, shard_plan), key
         if best is None:
+            pinned = {name: counts for name, counts in self.pins.get(node.index, {}).values()}
             raise ValueError(f"{node.name}: no valid strategy for shapes {node.in_shapes} on "
-                             f"{self.world} devices")
+                             f"{self.world} devices" +
+                             (f" that slices the parameters as parameter_plan asks ({pinned})"
+                              if pinned else ""))
         return best
+
+
+def _parameter_pins(graph):
+    """node index -> {input position: (parameter name, split counts)}: the first use of each
+    parameter a ``parameter_plan`` (``Cell.shard``) slices."""
+    pins = {}
+    for name, uses in graph.param_uses().items():
+        counts = getattr(graph.params[name], "parameter_plan", None)
+        if counts is not None:
+            node_index, position = uses[0]
+            pins.setdefault(node_index, {})[position] = (name, tuple(counts))
+    return pins
+
+
+def _counts(entry):
+    """One input's split counts, from a tuple of counts or a ``Layout``."""
+    if isinstance(entry, Layout):
+        return entry.split_counts()
+    return None if entry is None else tuple(entry)
 
 
 def _has_rule(prim):
@@ -167,11 +207,14 @@ def assign_strategies(graph, world, input_layouts, propagate):
     annotated = [n for n in graph.nodes if n.given]
     for node in annotated:
         chooser.plans[node.index] = chooser.plan_for(node, node.strategy)
+        chooser.check_pins(node, chooser.plans[node.index])
     if not propagate:
         for node in graph.nodes:
             if not node.given:
                 node.strategy = chooser.default(node)
                 chooser.plans[node.index] = chooser.plan_for(node, node.strategy)
+                if chooser.meets_pins(node, chooser.plans[node.index]) is not None:
+                    node.strategy, chooser.plans[node.index] = chooser.choose(node)
         return chooser.plans
     queue = deque(n.index for n in annotated)
     while queue:

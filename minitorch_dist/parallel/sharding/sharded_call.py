@@ -38,15 +38,16 @@ from ...ops.primitive import Primitive
 from ...tensor import Tensor
 from ..context import ParallelMode, check_job_size, get_auto_parallel_context
 from .executor import LocalRun
+from ..dynamic_shape import declarations_version, has_dynamic_inputs
 from .graph import trace
 from .groups import GroupCache
+from .input_agreement import agree_on_shapes
 from .ir_dump import ExecuteListing, dump_begin, dump_execute
 from .layout import TensorLayout
 from .parameters import slice_parameter
 from .propagation import assign_strategies, input_layout
 from .redistribution import plan_redistribution, redistribute
 from .scope import current_world, run_scope
-from .strategy_file import check_strategy_file, write_strategy_file
 
 logger = logging.getLogger("minitorch_dist")
 
@@ -145,6 +146,7 @@ class ShardedCall:
         self.program = None         # the last one run
         self.steps = 0
         self._groups = None
+        self._dynamic = None
 
     @property
     def fn(self):
@@ -159,6 +161,14 @@ class ShardedCall:
             self._fn = weakref.ref(fn)
         except TypeError:           # a callable without weak references: held as it is
             self._fn = lambda: fn
+
+    def _dynamic_inputs(self):
+        """Whether the network declared dynamic inputs (``set_inputs``): its ranks then
+        check that they agree on every call's shapes (``input_agreement``)."""
+        version = declarations_version()
+        if self._dynamic is None or self._dynamic[0] != version:
+            self._dynamic = (version, has_dynamic_inputs(self.fn))
+        return self._dynamic[1]
 
     def world_communicator(self):
         return self.group if self.group is not None else current_world()
@@ -214,6 +224,9 @@ class ShardedCall:
             key = tuple((i, tuple(tensors[i].shape), str(tensors[i].data.dtype))
                         for i in positions)
             key += tuple(_constant_key(a) for a in tensors if not isinstance(a, Tensor))
+            if self._dynamic_inputs():
+                agree_on_shapes(self.world_communicator(),
+                                [tuple(tensors[i].shape) for i in positions])
             program = self.programs.get(key)
             if program is None:
                 program = self.prepare(tensors, positions)
@@ -265,14 +278,10 @@ def _cells_construct():
 
 
 def _strategy_checkpoint():
-    """``set_auto_parallel_context(strategy_ckpt_save_file=..., strategy_ckpt_load_file=...)``:
+    """``strategy_ckpt_config`` (or ``strategy_ckpt_save_file``/``strategy_ckpt_load_file``):
     the layouts written after each plan, and checked against the saved ones."""
-    save = get_auto_parallel_context("strategy_ckpt_save_file")
-    load = get_auto_parallel_context("strategy_ckpt_load_file")
-    if save:
-        write_strategy_file(save)
-    if load:
-        check_strategy_file(load)
+    from ..strategy_ckpt import save_and_check_strategy
+    save_and_check_strategy()
 
 
 def _constant_key(value):

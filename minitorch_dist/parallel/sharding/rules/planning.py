@@ -14,7 +14,9 @@
 ['AllReduce(sum) over device-matrix axes (1,) on output 0']
 """
 from .base import Call, coordinates, is_count, rule_for
+from ..layout_api import is_layout_strategy
 from .errors import ShardingError
+from .layout_plan import layout_plan
 
 __all__ = ["plan", "candidates", "default_strategy", "local_call", "run_local", "check_strategy"]
 
@@ -62,9 +64,16 @@ def plan(prim, strategy, in_shapes, inputs, attrs, world, out_strategy=None):
 
     ``in_shapes``: the full shape of each positional input, None for non-tensor ones;
     ``inputs``: the positional values as called (tensors may be anything, they are not
-    read); ``attrs``: the call's keyword arguments. Raises ShardingError (a ValueError)
+    read); ``attrs``: the call's keyword arguments. ``strategy`` may also be ``Layout`` s
+    (``layout_plan``). Raises ShardingError (a ValueError)
     naming the primitive and what was expected.
     """
+    if is_layout_strategy(strategy) or (out_strategy is not None
+                                        and is_layout_strategy(out_strategy)):
+        if not is_layout_strategy(strategy):
+            raise ShardingError(f"{prim.name}: out_strategy is a Layout, so in_strategy must be "
+                                f"Layouts too; got {strategy!r}")
+        return layout_plan(prim, strategy, in_shapes, inputs, attrs, world, out_strategy)
     rule = rule_for(prim)
     call = Call(prim, in_shapes, inputs, attrs)
     world = _check_world(call, world)

@@ -21,7 +21,7 @@
 """
 import math
 
-from ....ops import shape as shape_ops
+from ....ops import shape_ops
 from ....ops.axes import normalize_axis
 from .base import Grid, OneTensorRule, Rule, ShardPlan, keep_inputs, register
 from .elementwise import _maps_at
