@@ -10,7 +10,10 @@ from collections import OrderedDict
 from ..backend import get_device
 from ..extension import extension
 from ..thread_state import ThreadState
+from ..offload import offload_on, offloaded_call
 from ..ops.primitive import Primitive
+from ..recompute import recomputed_call
+from ..runtime import _once
 from .parameter import Parameter
 
 # A parallel executor (the pipeline runtime) may decide how each cell call runs: skipped on
@@ -100,8 +103,32 @@ class Cell:
     def __call__(self, *inputs, **kwargs):
         hook = _call_hook.hook
         if hook is not None:
+            if self.__dict__.get("_recompute"):
+                _once("Cell.recompute.hooked", "Cell.recompute: inside a sharded or pipelined "
+                      "run the cell keeps its activations (recompute applies to cells called "
+                      "directly, under data parallel or in one process)")
             return hook(self, inputs, kwargs)
+        if self.__dict__.get("_recompute"):
+            return recomputed_call(self._call_unhooked, inputs, kwargs, owner=self)
+        if not self._cells and offload_on():     # memory_offload="ON": a layer's activations
+            return offloaded_call(self._call_unhooked, self, inputs, kwargs)
         return extension().call_cell(self, inputs, kwargs)
+
+    def _call_unhooked(self, *inputs, **kwargs):
+        return extension().call_cell(self, inputs, kwargs)
+
+    def shard(self, in_strategy, out_strategy=None, parameter_plan=None, device="Ascend",
+              level=0):
+        """MindSpore's ``Cell.shard``: this cell run with its inputs laid out as asked; the
+        parallel layer serves it (``parallel/shard_function.py``)."""
+        return extension().shard_function(self, in_strategy, out_strategy, parameter_plan,
+                                          device, level)
+
+    def set_inputs(self, *inputs, **kwargs):
+        """MindSpore's ``Cell.set_inputs``: declare the shapes this cell takes (a ``None`` or
+        ``Symbol`` dimension is dynamic); later calls are checked against them. The
+        parallel layer serves it (``parallel/dynamic_shape.py``)."""
+        extension().declare_inputs(self, inputs, kwargs)
 
     def set_train(self, mode=True):
         """Training mode (dropout active, batch norm uses batch statistics) or not."""
@@ -248,6 +275,60 @@ class Cell:
         trainable parameter that belongs to no stage is a RuntimeError, as in MindSpore.
         """
         return extension().stage_parameters(self)
+
+    # ---- memory -----------------------------------------------------------------------
+    def recompute(self, mode=True, **kwargs):
+        """MindSpore's ``Cell.recompute()``: the cell keeps only its inputs and runs its
+        forward again during backward instead of keeping its activations
+        (``minitorch_dist/recompute.py``): the same gradients, bit for bit, with less peak
+        memory. ``mode=False`` turns it off. MindSpore's ``mp_comm_recompute``,
+        ``parallel_optimizer_comm_recompute`` and ``recompute_slice_activation`` (bools)
+        tune which communication of its static graph is recomputed: here the whole cell is
+        recomputed, communication included, so they are checked and noted once. Returns
+        self.
+
+        >>> from minitorch_dist import nn
+        >>> nn.Dense(2, 2).recompute().get_flags()
+        {}
+        """
+        if not isinstance(mode, bool):
+            raise TypeError(f"{type(self).__name__}.recompute: mode must be True or False, got "
+                            f"{mode!r}")
+        known = ("mp_comm_recompute", "parallel_optimizer_comm_recompute",
+                 "recompute_slice_activation")
+        for key, value in kwargs.items():
+            if key not in known:
+                raise TypeError(f"{type(self).__name__}.recompute: unknown argument {key!r}; "
+                                f"expected mode and {list(known)}")
+            if not isinstance(value, bool):
+                raise TypeError(f"{type(self).__name__}.recompute: {key} must be True or False, "
+                                f"got {value!r}")
+            _once(f"Cell.recompute.{key}", "Cell.recompute(%s=...) is noted: the whole cell is "
+                  "recomputed here, its communication included", key)
+        object.__setattr__(self, "_recompute", mode)
+        return self
+
+    # ---- communication ----------------------------------------------------------------
+    def set_comm_fusion(self, fusion_type, recurse=True):
+        """Give every parameter of this cell (and of its sub-cells with ``recurse``) the
+        fusion id ``fusion_type`` (``Parameter.comm_fusion``): under data parallel and
+        optimizer parallel the gradients (and slices) of one id travel in one collective
+        (``docs/memory_and_communication.md``). Returns self.
+
+        >>> from minitorch_dist import nn
+        >>> layer = nn.Dense(2, 2).set_comm_fusion(3)
+        >>> [p.comm_fusion for p in layer.trainable_params()]
+        [3, 3]
+        """
+        if isinstance(fusion_type, bool) or not isinstance(fusion_type, int):
+            raise TypeError(f"{type(self).__name__}.set_comm_fusion: fusion_type must be an "
+                            f"int, got {fusion_type!r}")
+        if fusion_type < 0:
+            raise ValueError(f"{type(self).__name__}.set_comm_fusion: fusion_type must be >= 0, "
+                             f"got {fusion_type}")
+        for param in self.get_parameters(expand=bool(recurse)):
+            param.comm_fusion = fusion_type
+        return self
 
     # ---- display ----------------------------------------------------------------------
     def extra_repr(self):

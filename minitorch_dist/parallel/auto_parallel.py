@@ -13,7 +13,8 @@ The methods set the rest: ``dataset_strategy(config)``, ``save_param_strategy_fi
 (the parameters' layouts as JSON after the first call), ``load_param_strategy_file(path)``
 (checked against the plan: a parameter laid out differently is a ``ShardingError``),
 ``enable_gradients_mean()``, ``pipeline(stages, output_broadcast, interleave, scheduler)``
-(a ``PipelineCell`` built before sets itself up for the stages at its first call).
+(a ``PipelineCell`` built before sets itself up for the stages at its first call),
+``hsdp(shard_size, threshold, optimizer_level)`` (optimizer parallel).
 
 Options set both here and, differently, with ``ms.set_auto_parallel_context`` conflict: the
 call raises a ``ValueError`` naming both rather than letting one silently win.
@@ -24,7 +25,8 @@ import os
 from ..extension import extension
 from ..nn.cell import Cell
 from .context import (PIPELINE_SCHEDULERS, ParallelMode, _is_dataset_strategy,
-                      auto_parallel_scope, get_auto_parallel_context)
+                      auto_parallel_scope, check_parallel_optimizer_config,
+                      get_auto_parallel_context)
 from .sharding.strategy_file import check_strategy_file, write_strategy_file
 
 logger = logging.getLogger("minitorch_dist")
@@ -109,6 +111,18 @@ class AutoParallel(Cell):
         if output_broadcast:
             logger.warning("AutoParallel.pipeline: output_broadcast=True is what happens "
                            "already: every rank gets the pipelined outputs")
+
+    def hsdp(self, shard_size=-1, threshold=64, optimizer_level="level1"):
+        """Optimizer parallel for the calls of this AutoParallel (MindSpore's
+        ``enable_parallel_optimizer`` with its ``parallel_optimizer_config``): optimizer
+        states sliced over ``shard_size`` replicas (-1: all of the data-parallel group),
+        parameters under ``threshold`` KB kept whole; ``optimizer_level`` "level1" or
+        "level2" ("level3" is refused). See ``data_parallel/optimizer_parallel.py``."""
+        config = check_parallel_optimizer_config({
+            "optimizer_weight_shard_size": shard_size, "parallel_optimizer_threshold": threshold,
+            "optimizer_level": optimizer_level})
+        self._options["enable_parallel_optimizer"] = True
+        self._options["parallel_optimizer_config"] = config
 
     def save_param_strategy_file(self, file_path):
         """Write the parameters' layouts (JSON) to ``file_path`` after the first call."""

@@ -9,8 +9,9 @@
 
 
 from .. import context as execution_context
-from ..log import logger
 from ..thread_state import ThreadState
+from .comm_fusion_options import DEFAULT_COMM_FUSION, check_comm_fusion
+from .strategy_ckpt_options import DEFAULT_STRATEGY_CKPT_CONFIG, check_strategy_ckpt_config
 
 
 class ParallelMode:
@@ -36,6 +37,10 @@ _DEFAULTS = {
     "dataset_strategy": "data_parallel",
     "full_batch": False,
     "enable_parallel_optimizer": False,
+    "parallel_optimizer_config": {"gradient_accumulation_shard": False,
+                                  "parallel_optimizer_threshold": 64,
+                                  "optimizer_weight_shard_size": -1,
+                                  "optimizer_level": "level1"},
     "grad_accumulation_step": 1,
     "strategy_ckpt_save_file": "",
     "strategy_ckpt_load_file": "",
@@ -44,6 +49,8 @@ _DEFAULTS = {
     # on here unless a script turns it off
     "enable_alltoall": True,
 }
+_DEFAULTS["comm_fusion"] = DEFAULT_COMM_FUSION
+_DEFAULTS["strategy_ckpt_config"] = dict(DEFAULT_STRATEGY_CKPT_CONFIG)
 _SEARCH_MODES = ("sharding_propagation", "dynamic_programming", "recursive_programming")
 PIPELINE_SCHEDULERS = ("1f1b", "gpipe")
 _context = dict(_DEFAULTS)
@@ -70,6 +77,52 @@ def _check_pipeline_config(value):
         raise ValueError(f"pipeline_config: pipeline_interleave must be True or False, got "
                          f"{interleave!r}")
     return {"pipeline_scheduler": scheduler.lower(), "pipeline_interleave": interleave}
+
+
+_OPTIMIZER_LEVELS = ("level1", "level2")
+
+
+def check_parallel_optimizer_config(value):
+    """MindSpore's ``parallel_optimizer_config``: ``gradient_accumulation_shard`` (bool),
+    ``parallel_optimizer_threshold`` (KB, int >= 0: smaller parameters stay whole),
+    ``optimizer_weight_shard_size`` (ranks a state is sliced over, -1: the data-parallel
+    group) and ``optimizer_level`` ("level1": states sliced; "level2": gradients too, which
+    the reduce-scatter does either way). Missing keys keep their defaults."""
+    if not isinstance(value, dict):
+        raise ValueError("parallel_optimizer_config must be a dict such as "
+                         "{'optimizer_weight_shard_size': 2}, got " + repr(value))
+    merged = dict(_DEFAULTS["parallel_optimizer_config"])
+    unknown = set(value) - set(merged)
+    if unknown:
+        raise ValueError(f"parallel_optimizer_config: unknown keys {sorted(unknown)}; expected "
+                         f"{sorted(merged)}")
+    merged.update(value)
+    if not isinstance(merged["gradient_accumulation_shard"], bool):
+        raise ValueError("parallel_optimizer_config: gradient_accumulation_shard must be True "
+                         f"or False, got {merged['gradient_accumulation_shard']!r}")
+    if merged["gradient_accumulation_shard"]:
+        raise NotImplementedError(
+            "parallel_optimizer_config: gradient_accumulation_shard=True (accumulated gradients "
+            "sliced over the data-parallel ranks) is not implemented: GradAccumulation keeps "
+            "each rank's accumulated gradients whole; leave it False")
+    threshold = merged["parallel_optimizer_threshold"]
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
+        raise ValueError("parallel_optimizer_config: parallel_optimizer_threshold must be an "
+                         f"int >= 0 (KB), got {threshold!r}")
+    size = merged["optimizer_weight_shard_size"]
+    if isinstance(size, bool) or not isinstance(size, int) or (size < 1 and size != -1):
+        raise ValueError("parallel_optimizer_config: optimizer_weight_shard_size must be -1 (the "
+                         f"whole data-parallel group) or a positive int, got {size!r}")
+    level = merged["optimizer_level"]
+    if level == "level3":
+        raise NotImplementedError(
+            "parallel_optimizer_config: optimizer_level='level3' (weights kept sliced between "
+            "steps and gathered at each use) is not implemented; 'level1' and 'level2' slice "
+            "the optimizer states and reduce-scatter the gradients")
+    if level not in _OPTIMIZER_LEVELS:
+        raise ValueError(f"parallel_optimizer_config: optimizer_level must be one of "
+                         f"{_OPTIMIZER_LEVELS}, got {level!r}")
+    return merged
 
 
 def _is_dataset_strategy(value):
@@ -108,11 +161,12 @@ def _check(key, value):
             or list(value) != sorted(set(value))):
         raise ValueError("all_reduce_fusion_config must be a strictly increasing list of positive "
                          f"parameter positions, such as [20, 35]; got {value!r}")
-    if key == "grad_accumulation_step" and value > 1:
-        raise NotImplementedError(
-            f"grad_accumulation_step={value}: gradient accumulation across steps is not "
-            "implemented; accumulate by hand (sum the gradients of several value_and_grad calls "
-            "before calling the optimizer) or use a PipelineCell's micro-batches")
+    if key == "parallel_optimizer_config":
+        check_parallel_optimizer_config(value)
+    if key == "comm_fusion":
+        check_comm_fusion(value)
+    if key == "strategy_ckpt_config":
+        check_strategy_ckpt_config(value)
 
 
 def set_auto_parallel_context(**kwargs):
@@ -127,10 +181,14 @@ def set_auto_parallel_context(**kwargs):
         # Seed 004 passes save_graphs here; it is an execution-context option (set_context).
         kwargs = dict(kwargs)
         execution_context.set_context(save_graphs=kwargs.pop("save_graphs"))
-    if kwargs.get("enable_parallel_optimizer") and not _context["enable_parallel_optimizer"]:
-        logger.warning("enable_parallel_optimizer=True is accepted: optimizer states are not "
-                       "sharded here, so each rank keeps whole ones; results are the same, only "
-                       "the memory saving is missing")
+    if "parallel_optimizer_config" in kwargs:
+        kwargs = dict(kwargs, parallel_optimizer_config=check_parallel_optimizer_config(
+            kwargs["parallel_optimizer_config"]))
+    if "comm_fusion" in kwargs:
+        kwargs = dict(kwargs, comm_fusion=check_comm_fusion(kwargs["comm_fusion"]))
+    if "strategy_ckpt_config" in kwargs:
+        kwargs = dict(kwargs, strategy_ckpt_config=check_strategy_ckpt_config(
+            kwargs["strategy_ckpt_config"]))
     if "pipeline_config" in kwargs:
         kwargs = dict(kwargs, pipeline_config=_check_pipeline_config(kwargs["pipeline_config"]))
     if "all_reduce_fusion_config" in kwargs:
@@ -168,7 +226,9 @@ def get_auto_parallel_context(key):
         raise ValueError(f"unknown auto-parallel option {key!r}; expected one of {sorted(_DEFAULTS)}")
     scoped = _scoped.options
     value = scoped[key] if scoped is not None and key in scoped else _context[key]
-    return dict(value) if isinstance(value, dict) else value
+    if isinstance(value, dict):    # a copy, nested option dicts too: callers cannot edit it
+        return {k: dict(v) if isinstance(v, dict) else v for k, v in value.items()}
+    return value
 
 
 class auto_parallel_scope:
@@ -180,6 +240,12 @@ class auto_parallel_scope:
             _check(key, value)
         if "pipeline_config" in options:
             options["pipeline_config"] = _check_pipeline_config(options["pipeline_config"])
+        if "parallel_optimizer_config" in options:
+            options["parallel_optimizer_config"] = check_parallel_optimizer_config(
+                options["parallel_optimizer_config"])
+        if "strategy_ckpt_config" in options:
+            options["strategy_ckpt_config"] = check_strategy_ckpt_config(
+                options["strategy_ckpt_config"])
         self.options = options
 
     def __enter__(self):

@@ -69,6 +69,16 @@ class _ModelWiring:
             network = network.network
         return network if isinstance(network, PipelineCell) else None
 
+    @staticmethod
+    def accumulated(network):
+        """``grad_accumulation_step`` = k > 1: the loss network runs k micro-batches of each
+        batch and accumulates their gradients before one reduction and one update."""
+        from .grad_accumulation import GradAccumulation
+        k = get_auto_parallel_context("grad_accumulation_step")
+        if k == 1 or isinstance(network, (GradAccumulation, PipelineCell, AutoParallel)):
+            return network
+        return GradAccumulation(network, k)
+
     pipeline_reducer = staticmethod(PipelineGradReducer)
     pipeline_eval_cell = staticmethod(PipelineEvalCell)
     replica_batches = staticmethod(replica_batches)

@@ -5,11 +5,17 @@
   ``network.cells_and_names()`` gives them, wrappers' attribute names included, as in
   MindSpore); an unknown name is an error listing the known ones.
 * ``PipelineGradReducer(parameters, scale_sense=1.0, opt_shard=None)``.
+* ``GradAccumulation(network, micro_size)``: gradients of ``micro_size`` micro-batches summed
+  before one reduction and one optimizer step (``grad_accumulation.py``).
+* ``MicroBatchInterleaved(network, interleave_num=2)``: MindSpore's multiple copy
+  (``micro_batch_interleaved.py``).
 """
 from ..nn.cell import Cell
+from .grad_accumulation import GradAccumulation
+from .micro_batch_interleaved import MicroBatchInterleaved
 from .pipeline import PipelineCell, PipelineGradReducer
 
-__all__ = ["Pipeline", "PipelineGradReducer"]
+__all__ = ["Pipeline", "PipelineGradReducer", "GradAccumulation", "MicroBatchInterleaved"]
 
 
 def _named_cells(network):

@@ -14,12 +14,14 @@ import numpy as np  # host scalars only (the step counter); update math uses the
 from ... import kernels
 from ...backend import VALID_TARGETS, get_device
 from ...kernels._checks import bad_id_error
+from ...offload import offload_on
 from ...placement import gradient_nbytes, record_update
 from ...row_tensor import RowTensor
 from ...tensor import Tensor
 from ..cell import Cell
 from ..parameter import Parameter, ParameterTuple
 from .schedules import LearningRateSchedule
+from .state_slicing import GradientPiece, slice_plan
 
 __all__ = ["Optimizer", "optimizers_holding"]
 
@@ -124,6 +126,8 @@ class Optimizer(Cell):
                 _move(state, self._update_device(self.parameters[i]))
 
     def _update_device(self, param):
+        if self._target_device is None and not param.device.is_host and offload_on("states"):
+            return get_device("CPU")     # memory_offload="ON": the state waits on the host
         target = self._target_device
         if target is None or (not target.is_host and not param.device.is_host):
             return param.device
@@ -203,10 +207,14 @@ class Optimizer(Cell):
         step = self.current_step()
         rates = [_lr_at(lr, step) for lr in self._group_lrs]
         decays, group_of = self._group_wds, self._group_of
+        plan = slice_plan(self)
         for i, (param, grad) in enumerate(zip(self.parameters, gradients)):
             if grad is not None:
                 g = group_of[i]
-                self._update(i, param, grad, rates[g], decays[g], step)
+                piece = None if plan is None else plan[i]
+                self._update(i, param, grad, rates[g], decays[g], step, piece)
+        if plan is not None:
+            plan.flush()     # optimizer parallel: the updated slices gathered whole
         self.global_step.data += 1
         return True
 
@@ -220,15 +228,24 @@ class Optimizer(Cell):
             return
         self._check_gradient(i, self.parameters[i], grad)
         g, step = self._group_of[i], self.current_step()
+        plan = slice_plan(self)
         self._update(i, self.parameters[i], grad, _lr_at(self._group_lrs[g], step),
-                     self._group_wds[g], step)
+                     self._group_wds[g], step, None if plan is None else plan[i])
 
     def step(self):
         """Advance ``global_step`` by one (after per-parameter ``update`` calls)."""
+        plan = slice_plan(self)
+        if plan is not None:
+            plan.flush()
         self.global_step.data += 1
 
-    def _update(self, i, param, grad, lr, weight_decay, step):
+    def _update(self, i, param, grad, lr, weight_decay, step, piece=None):
         start = perf_counter()
+        if piece is not None:
+            self._update_slice(i, param, grad, lr, weight_decay, step, piece)
+            record_update(f"{type(self).__name__}.{param.name}", param.device,
+                          perf_counter() - start, gradient_nbytes(grad))
+            return
         device = self._update_device(param)
         g = self._gradient_on(grad, param, device)
         if param.device is device:
@@ -240,6 +257,45 @@ class Optimizer(Cell):
         # the placement report lists each update with the device it ran on
         record_update(f"{type(self).__name__}.{param.name}", device, perf_counter() - start,
                       gradient_nbytes(grad))
+
+    def _update_slice(self, i, param, grad, lr, weight_decay, step, piece):
+        """Optimizer parallel (``state_slicing``): update only this rank's flat slice of
+        ``param``, with state kept for that slice, then let ``piece.finish`` gather the
+        whole parameter from every rank's slice."""
+        device = param.device
+        xp = device.xp
+        flat = param.data.reshape(-1)
+        work = flat[piece.start:piece.stop]
+        if not xp.shares_memory(work, param.data):     # a non-contiguous parameter: a copy
+            work = work.copy()
+        if isinstance(grad, GradientPiece):
+            if (grad.start, grad.stop) != (piece.start, piece.stop):
+                raise ValueError(f"{type(self).__name__}: the gradient of {param.name!r} holds "
+                                 f"elements [{grad.start}:{grad.stop}], but this rank updates "
+                                 f"[{piece.start}:{piece.stop}]")
+            g = grad.values if grad.device in (None, device) else \
+                device.copy_from(grad.values, grad.device)
+        else:
+            g = self._gradient_on(grad, param, device)
+            if isinstance(g, RowTensor):
+                g = g.to_dense().data
+            g = g.reshape(-1)[piece.start:piece.stop]
+        self._slice_states(i, piece, device)
+        if piece.size:
+            self._apply_one(i, work, g, lr, weight_decay, step, device)
+        piece.finish(param, work)
+
+    def _slice_states(self, i, piece, device):
+        """Cut parameter ``i``'s state to the slice (once: later steps find it cut)."""
+        for slots in self._slots.values():
+            state = slots[i]
+            if state.data.ndim == 1 and state.data.shape[0] == piece.size and \
+                    getattr(state, "state_slice", None) == (piece.start, piece.stop):
+                continue
+            if state.device is not device:
+                _move(state, device)
+            state.data = state.data.reshape(-1)[piece.start:piece.stop].copy()
+            state.state_slice = (piece.start, piece.stop)
 
     def _apply_one(self, i, param, grad, lr, weight_decay, step, device):
         raise NotImplementedError(f"{type(self).__name__} must define _apply_one")

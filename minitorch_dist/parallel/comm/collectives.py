@@ -54,9 +54,12 @@ from ...communication import Communicator, get_communicator
 from ...ops.axes import normalize_axis
 from ...ops.primitive import Primitive
 from ...row_tensor import RowTensor
+from ...runtime import _once
+from ...thread_state import ThreadState
 from .rows import gather_rows
 
 __all__ = ["AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Broadcast", "Mirror",
+           "MirrorDeferral",
            "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "mirror",
            "resolve_communicator", "communicator_for", "run_inserted"]
 
@@ -370,12 +373,45 @@ class Mirror(_Collective):
 
     def forward(self, ctx, x, comm):
         self._start(ctx, comm)
+        ctx.deferral = _deferral.current
+        if ctx.deferral is not None:
+            ctx.deferral.note(x, ctx.comm)
         return x
 
     def backward(self, ctx, g):
+        if ctx.deferral is not None:     # gradient accumulation sums first, reduces once
+            return (g,)
         if isinstance(g, RowTensor):     # a sparse table's copies: every rank's rows, gathered
             return (gather_rows(ctx.comm, g),)
         return (ctx.comm.allreduce(contiguous(g), "sum"),)
+
+
+class MirrorDeferral:
+    """``with MirrorDeferral() as deferral:`` the mirrors that run forward and backward on
+    this thread inside the block hand their gradients back unreduced; ``comm_of(array)``
+    says over which ranks the gradient of a parameter whose values are ``array`` must be
+    summed afterwards. Gradient accumulation uses it to reduce once per step, not once per
+    micro-batch (mirrors are linear: summing first gives the same result)."""
+
+    def __init__(self):
+        self.comms = {}
+
+    def note(self, array, comm):
+        self.comms[id(array)] = comm
+
+    def comm_of(self, array):
+        return self.comms.get(id(array))
+
+    def __enter__(self):
+        self.previous, _deferral.current = _deferral.current, self
+        return self
+
+    def __exit__(self, *exc):
+        _deferral.current = self.previous
+        return False
+
+
+_deferral = ThreadState(current=None)     # per thread: ranks may run as threads
 
 
 # ---- functional forms -------------------------------------------------------------------------
@@ -407,6 +443,12 @@ def run_inserted(kind, x, comm, **settings):
     if prim is None:
         raise ValueError(f"run_inserted: unknown collective {kind!r}; expected one of "
                          f"{sorted(_INSERTED)}")
+    if kind == "mirror" and getattr(x, "__dict__", {}).get("comm_fusion") is not None \
+            and _deferral.current is None:
+        _once("comm_fusion.mirror", "comm fusion ids (Cell.set_comm_fusion) group the "
+              "data-parallel gradient buckets, gradient accumulation's reduction and optimizer "
+              "parallel's all-gathers; a semi/auto network's mirrors reduce each parameter's "
+              "gradient alone, as backward reaches it")
     return prim.run(x, comm=comm, **settings)
 
 

@@ -34,11 +34,16 @@ from ...communication.reduction import array_module
 from ...communication.communicator import Request
 from .grad_arrays import gradient_array
 
-__all__ = ["Bucket", "plan_buckets", "pack", "unpack", "write_slot", "wire_bound", "HALF_MAX",
+__all__ = ["Bucket", "FusionGroups", "plan_buckets", "pack", "unpack", "write_slot", "wire_bound", "HALF_MAX",
            "cast_to_half", "cast_from_half", "launch_allreduce", "launch_alone",
            "BucketedAllreduce", "BucketExchange", "fused_broadcast"]
 
 HALF_MAX = float(np.finfo(np.float16).max)      # 65504, the largest finite float16
+
+
+class FusionGroups(tuple):
+    """One fusion id per parameter (MindSpore's ``Parameter.comm_fusion``): the gradients of
+    one id share one bucket, the ids travel in separate allreduces."""
 
 
 class Bucket:
@@ -216,12 +221,15 @@ class BucketedAllreduce:
 
         ``splits`` (MindSpore's ``all_reduce_fusion_config``, parameter positions such as
         ``[20, 35]``) fixes the groups instead: parameters ``[0, 20)``, ``[20, 35)`` and
-        ``[35, end)`` each travel in one bucket (per device and dtype), whatever their size."""
-        key = (threshold, half, tuple(splits))
+        ``[35, end)`` each travel in one bucket (per device and dtype), whatever their size.
+        ``FusionGroups`` (one fusion id per parameter, ``Cell.set_comm_fusion``) instead puts
+        the parameters of one id in one bucket, wherever they are in the list."""
+        key = (threshold, half, type(splits).__name__, tuple(splits))
         if key not in self._plans:
             groups = {}
+            by_id = isinstance(splits, FusionGroups)
             for pos, p in enumerate(params):
-                segment = bisect.bisect_right(splits, pos)
+                segment = splits[pos] if by_id else bisect.bisect_right(splits, pos)
                 groups.setdefault((segment, p.device, np.dtype(p.dtype)), []).append(pos)
             plan = []
             for (_, device, dtype), members in groups.items():

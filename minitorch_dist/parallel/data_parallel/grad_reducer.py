@@ -32,11 +32,13 @@ import numpy as np
 from ...nn.cell import Cell
 from ...row_tensor import RowTensor
 from ...tensor import Tensor
-from .buckets import BucketedAllreduce, fused_broadcast
+from .buckets import BucketedAllreduce, FusionGroups, fused_broadcast
+from ..comm_fusion import groups_for
 from ..comm.collectives import communicator_for
 from ..comm.rows import gather_rows
 from ..context import get_auto_parallel_context
 from .grad_arrays import check_gradient_tuple, gradient_array
+from .optimizer_parallel import scattered_gradients
 
 __all__ = ["DistributedGradReducer"]
 
@@ -118,6 +120,7 @@ class DistributedGradReducer(Cell):
         result = list(grads)
         local = [_row_sliced(p) for p in params]
         dense = [i for i, g in enumerate(grads) if not isinstance(g, RowTensor) and not local[i]]
+        dense = self._scatter_sliced(dense, params, grads, result, divisor)
         if dense:
             for i, g in zip(dense, self._reduce_dense([params[i] for i in dense],
                                                       [grads[i] for i in dense], divisor)):
@@ -129,6 +132,18 @@ class DistributedGradReducer(Cell):
                 result[i] = gather_rows(self._communicator_for(g.device), g,  # every rank's rows
                                         params[i].dtype, divisor)
         return tuple(result)
+
+    def _scatter_sliced(self, dense, params, grads, result, divisor):
+        """Optimizer parallel: the gradients of parameters whose optimizer state is sliced
+        over this group travel by reduce-scatter (each rank receives its slice only) into
+        ``result``; returns the positions still to all-reduce."""
+        arrays = [None if grads[i] is None else
+                  gradient_array(grads[i], params[i], "DistributedGradReducer") for i in dense]
+        pieces = scattered_gradients(self.communicator, [params[i] for i in dense], arrays,
+                                     divisor)
+        for k, piece in pieces.items():
+            result[dense[k]] = piece
+        return [i for k, i in enumerate(dense) if k not in pieces]
 
     def broadcast_parameters(self, root=0):
         """Copy ``root``'s parameter values to every rank (collective; one call per dtype)."""
@@ -145,8 +160,7 @@ class DistributedGradReducer(Cell):
     # ---- dense: the one bucket path (DistOpt's too), into fresh buffers ----------------------
     def _reduce_dense(self, params, grads, divisor):
         arrays = [gradient_array(g, p, "DistributedGradReducer") for g, p in zip(grads, params)]
-        threshold = 1 if self.fusion_type == 0 else _ALONE_THRESHOLD
-        splits = () if self.fusion_type == 0 else fusion_splits(len(self.parameters_))
+        threshold, splits = self._grouping(params)
         # fresh buffers: the results are handed out, so no later call may reuse their memory
         pending = self._fused.start(params, arrays, threshold, splits=splits, fresh=True,
                                     owner="DistributedGradReducer")
@@ -156,6 +170,21 @@ class DistributedGradReducer(Cell):
             for pos, view in self._fused.finish(params, item, divisor)[1]:
                 out[pos] = Tensor._make(view, device)
         return out
+
+    def _grouping(self, params):
+        """``(threshold, splits)`` of the bucket plan: ``fusion_type=0`` or comm fusion off
+        sends every gradient alone; fusion ids (``Cell.set_comm_fusion``) or
+        ``comm_fusion``'s allreduce size/index modes fix the groups; otherwise the default
+        4 MB buckets, split at ``all_reduce_fusion_config``."""
+        kind, groups = ("alone", None) if self.fusion_type == 0 else \
+            groups_for("allreduce", params)
+        if kind == "alone":
+            return 1, ()
+        if kind == "ids":
+            return _ALONE_THRESHOLD, FusionGroups(groups)
+        if kind == "index":
+            return _ALONE_THRESHOLD, groups
+        return _ALONE_THRESHOLD, fusion_splits(len(self.parameters_))
 
     def _communicator_for(self, device):
         """Host-resident gradients (a host/device heterogeneous model) travel over the host

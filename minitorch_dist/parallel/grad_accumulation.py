@@ -1,0 +1,152 @@
+"""Gradient accumulation: MindSpore's ``parallel.nn.GradAccumulation`` (formerly
+``nn.wrap.cell_wrapper.GradAccumulationCell``) and ``grad_accumulation_step``.
+
+``GradAccumulation(net_with_loss, micro_size)`` cuts every input into ``micro_size`` equal
+slices on axis 0 and returns the **sum** of the micro-batch losses, as ``PipelineCell`` does.
+Under a gradient computation (``TrainOneStepCell``, ``Model.train``, ``value_and_grad``) each
+micro-batch runs its forward *and* its backward before the next one starts, and its graph is
+freed: only one micro-batch's activations are alive at a time, which is the memory the
+feature saves. The micro-batch gradients are summed into one buffer per parameter; the
+returned loss carries them, so the ordinary gradient machinery hands them out, and the
+data-parallel reduction and the optimizer run once per ``micro_size`` micro-batches
+(one allreduce per bucket per step, not per micro-batch).
+
+``set_auto_parallel_context(grad_accumulation_step=k)`` makes ``Model`` accumulate the same
+way: it wraps the loss network in ``GradAccumulation(net_with_loss, k)``
+(``parallel/extension.py``, ``_ModelWiring.accumulated``).
+
+>>> import numpy as np
+>>> import minitorch_dist as ms
+>>> from minitorch_dist import nn
+>>> net = nn.WithLossCell(nn.Dense(3, 1, weight_init="ones", bias_init="zeros"), nn.MSELoss())
+>>> x, y = ms.Tensor(np.ones((4, 3), np.float32)), ms.Tensor(np.zeros((4, 1), np.float32))
+>>> float(GradAccumulation(net, 2)(x, y).asnumpy())      # two micro-batch losses of 9.0
+18.0
+"""
+import bisect
+
+from ..autograd import Node, enable_grad, is_grad_enabled, no_grad, run_backward
+from ..nn.cell import Cell
+from ..ops.primitive import Context, Primitive
+from ..tensor import Tensor
+from .comm.collectives import MirrorDeferral
+from .comm_fusion import groups_for
+from .pipeline.pipeline_cell import split_microbatches
+
+__all__ = ["GradAccumulation"]
+
+
+class _AccumulatedGradients(Primitive):
+    """The node behind an accumulated loss: its backward hands each parameter the summed
+    micro-batch gradient (times the loss's incoming gradient, normally 1)."""
+
+    differentiable = True
+    instance_name = "grad_accumulation.gradients"
+
+    def backward(self, ctx, grad):
+        xp = ctx.xp
+        scale = grad.reshape(-1)[:1] if grad.size else grad
+        if grad.size and not bool(xp.all(grad == scale)):
+            raise ValueError("GradAccumulation: the accumulated loss can only be differentiated "
+                             "with a uniform sensitivity (the same gradient for every element)")
+        factor = float(scale[0]) if grad.size else 1.0
+        return tuple(g if factor == 1.0 else g * factor for g in ctx.grads)
+
+
+_GRADIENTS = _AccumulatedGradients()
+
+
+def _check_micro_size(owner, micro_size):
+    if isinstance(micro_size, bool) or not isinstance(micro_size, int) or micro_size < 1:
+        raise ValueError(f"{owner}: micro_size must be a positive int, got {micro_size!r}")
+
+
+def _fusion_keys(params):
+    kind, groups = groups_for("allreduce", params)
+    if kind == "alone":
+        return list(range(len(params)))
+    if kind == "ids":
+        return list(groups)
+    if kind == "index":
+        return [bisect.bisect_right(groups, k) for k in range(len(params))]
+    return [0] * len(params)
+
+
+def reduce_deferred(params, sums, deferral):
+    """Sum, over its mirror's ranks, the accumulated gradient of every parameter whose mirror
+    was deferred (semi/auto parallel): one allreduce per fusion group (``comm_fusion``), in
+    place in ``sums``."""
+    found = [(k, deferral.comm_of(p.data)) for k, p in enumerate(params) if sums[k] is not None]
+    found = [(k, comm) for k, comm in found if comm is not None]
+    if not found:
+        return
+    keys = _fusion_keys([params[k] for k, _ in found])
+    groups = {}
+    for key, (k, comm) in zip(keys, found):
+        groups.setdefault((id(comm), key, str(sums[k].dtype)), (comm, []))[1].append(k)
+    for comm, members in groups.values():
+        xp = params[members[0]].device.xp
+        flat = xp.concatenate([sums[k].reshape(-1) for k in members])
+        flat = comm.allreduce(flat, "sum")
+        at = 0
+        for k in members:
+            n = sums[k].size
+            sums[k] = flat[at:at + n].reshape(sums[k].shape)
+            at += n
+
+
+class GradAccumulation(Cell):
+    """Accumulate the gradients of ``micro_size`` micro-batches per step; see the module
+    docstring. ``network`` returns the loss (a ``WithLossCell``)."""
+
+    _name_scope = False
+    # under semi/auto parallel each micro-batch's network call is the sharded one: the
+    # accumulation loop itself is no network to trace
+    _runs_training_step = True
+
+    def __init__(self, network, micro_size):
+        super().__init__()
+        if not isinstance(network, Cell):
+            raise TypeError(f"GradAccumulation: network must be a Cell returning the loss, got "
+                            f"{type(network).__name__}")
+        _check_micro_size("GradAccumulation", micro_size)
+        self.network = network
+        self.micro_size = micro_size
+        self.steps = 0       # micro-batches run under gradients (a test and benchmark counter)
+
+    def construct(self, *inputs):
+        micro = split_microbatches(inputs, self.micro_size)
+        if not is_grad_enabled():
+            total = None
+            for row in micro:
+                loss = self.network(*row)
+                total = loss if total is None else total + loss
+            return total
+        params = [p for p in self.network.trainable_params()]
+        sums, total = [None] * len(params), None
+        with MirrorDeferral() as deferral:
+            for row in micro:
+                with enable_grad():
+                    loss = self.network(*row)
+                grads = run_backward([loss], [loss.device.xp.ones(loss.shape, loss.dtype)],
+                                     targets=params)
+                for k, g in enumerate(grads):
+                    if g is None:
+                        continue
+                    dense = g.to_dense().data if hasattr(g, "to_dense") else g
+                    sums[k] = dense if sums[k] is None else sums[k] + dense
+                with no_grad():
+                    total = loss.data.copy() if total is None else total + loss.data
+                self.steps += 1
+        reduce_deferred(params, sums, deferral)
+        kept = [(p, g) for p, g in zip(params, sums) if g is not None]
+        device = loss.device
+        if not kept:
+            return Tensor._make(total, device)
+        ctx = Context(device)
+        ctx.grads = tuple(g for _, g in kept)
+        node = Node(_GRADIENTS, ctx, tuple(p for p, _ in kept))
+        return Tensor._make(total, device, True, node)
+
+    def extra_repr(self):
+        return f"micro_size={self.micro_size}"
