@@ -12,6 +12,11 @@ from .log import logger
 
 GRAPH_MODE = 0
 PYNATIVE_MODE = 1
+# MindSpore's jit_syntax_level values: how much Python its static-graph compiler accepts.
+STRICT = 0
+COMPATIBLE = 1
+LAX = 2
+_SYNTAX_LEVELS = {STRICT: "STRICT", COMPATIBLE: "COMPATIBLE", LAX: "LAX"}
 
 _context = {
     "mode": PYNATIVE_MODE,
@@ -22,19 +27,20 @@ _context = {
     "num_threads": None,
     "device_id": 0,
     "max_device_memory": None,
+    "memory_offload": "OFF",
 }
 # MindSpore options that shape its graph compiler, Ascend or its runtime: accepted (type
 # checked) with a one-time note that they do not apply here. Each maps to the type it takes.
 _NO_EFFECT = {
     "enable_graph_kernel": bool, "graph_kernel_flags": str, "pynative_synchronize": bool,
-    "deterministic": str, "jit_config": dict, "jit_syntax_level": object, "max_call_depth": int,
+    "deterministic": str, "jit_config": dict, "max_call_depth": int,
     "enable_compile_cache": bool, "compile_cache_path": str, "memory_optimize_level": str,
     "op_timeout": int, "print_file_path": str, "enable_reduce_precision": bool,
     "variable_memory_max_size": str, "mempool_block_size": str, "ascend_config": dict,
     "gpu_config": dict, "save_dump_path": str, "enable_dump": bool, "env_config_path": str,
     "precompile_only": bool, "reserve_class_name_in_scope": bool, "check_bprop": bool,
     "grad_for_scalar": bool, "disable_format_transform": bool, "support_binary": bool,
-    "memory_offload": str, "aoe_tune_mode": str, "aoe_config": dict, "inter_op_parallel_num": int,
+    "aoe_tune_mode": str, "aoe_config": dict, "inter_op_parallel_num": int,
     "exec_order": str,
 }
 _noted = set()
@@ -60,7 +66,9 @@ def set_context(**kwargs):
 
     MindSpore's other options: ``device_id`` (an int >= 0) picks the GPU of
     ``device_target="GPU"``; ``max_device_memory`` ("28GB") caps the device's memory, as
-    ``runtime.set_memory(max_size=...)`` does; ``runtime_num_threads`` is ``num_threads``;
+    ``runtime.set_memory(max_size=...)`` does; ``memory_offload`` ("ON" or "OFF") moves saved
+    activations and optimizer states to the host until needed (``offload.py``);
+    ``runtime_num_threads`` is ``num_threads``;
     ``device_target="Ascend"`` is an error saying what to use; the options of MindSpore's
     graph compiler and of Ascend (``enable_graph_kernel``, ``op_timeout``, ...) are accepted,
     type-checked, with a one-time note that they do not apply here. Unknown names are errors.
@@ -104,6 +112,11 @@ def _translate(kwargs):
     for key, value in kwargs.items():
         if key == "runtime_num_threads":
             key = "num_threads"
+        if key == "memory_offload":
+            _check_memory_offload(value)
+        if key == "jit_syntax_level":
+            _note_syntax_level(value)
+            continue
         if key in _NO_EFFECT:
             kind = _NO_EFFECT[key]
             if kind is not object and not isinstance(value, kind):
@@ -116,6 +129,28 @@ def _translate(kwargs):
             continue
         out[key] = value
     return out
+
+
+def _note_syntax_level(value):
+    """``jit_syntax_level``: execution is eager here, so every level runs all of Python (as
+    MindSpore's LAX does); the level is checked and noted once, never enforced."""
+    if isinstance(value, bool) or value not in _SYNTAX_LEVELS:
+        raise ValueError("set_context: jit_syntax_level must be ms.STRICT, ms.COMPATIBLE or ms.LAX, "
+                         f"got {value!r}")
+    if "jit_syntax_level" not in _noted:
+        _noted.add("jit_syntax_level")
+        logger.warning("set_context(jit_syntax_level=ms.%s) is accepted: programs run eagerly "
+                       "here, so every Python construct is allowed, as with ms.LAX",
+                       _SYNTAX_LEVELS[value])
+
+
+def _check_memory_offload(value):
+    """MindSpore's ``memory_offload``: "ON" moves saved activations and optimizer states of a
+    device job to host memory until they are needed (``offload.py``); "OFF" keeps them."""
+    if value not in ("ON", "OFF"):
+        raise ValueError(f"set_context: memory_offload must be 'ON' or 'OFF', got {value!r}")
+    from . import offload_config
+    offload_config.switch(value == "ON")
 
 
 def _check_level(value):

@@ -9,6 +9,7 @@ from .backend import dtypes, get_device
 from . import autograd
 
 F = None  # ops.functional, bound by minitorch_dist.ops once it is imported
+lazy_maker = None   # ops.lazy_init.lazy_values, bound likewise
 
 
 def _host_array(data, dtype):
@@ -34,6 +35,14 @@ def _host_array(data, dtype):
     return array.astype(dtype)  # astype always copies
 
 
+def _lazy_values(tensor, shape, dtype, init, device):
+    """``Tensor(shape=..., init=...)``: made by ``ops/lazy_init.py`` (installed as
+    ``lazy_maker`` when ``ops`` is imported, since the initializers import this module)."""
+    if lazy_maker is None:
+        raise RuntimeError("Tensor(shape=..., init=...) needs minitorch_dist.ops to be imported")
+    return lazy_maker(tensor, shape, dtype, init, device)
+
+
 class Tensor:
     """An n-dimensional array on a device, differentiable when ``requires_grad``.
 
@@ -50,9 +59,15 @@ class Tensor:
     __array_priority__ = 100  # numpy_array + tensor defers to Tensor.__radd__
     deferred_init = None      # values drawn later (common/deferred_init.py, no_init_parameters)
 
-    def __init__(self, input_data=None, dtype=None, device=None, requires_grad=False):
+    def __init__(self, input_data=None, dtype=None, device=None, requires_grad=False, *,
+                 shape=None, init=None, internal=False, const_arg=False):
         dev = get_device(device)
-        if isinstance(input_data, Tensor):
+        if shape is not None or init is not None:
+            if input_data is not None:
+                raise ValueError("Tensor: give input_data, or shape= and init= (a tensor whose values "
+                                 "are drawn later), not both")
+            data = _lazy_values(self, shape, dtype, init, dev)
+        elif isinstance(input_data, Tensor):
             src = input_data.device
             # one copy, made by the device layer when it crosses devices so that it is counted
             data = input_data.data.copy() if src is dev else dev.copy_from(input_data.data, src)
@@ -67,6 +82,7 @@ class Tensor:
             data = array if dev.is_host else dev.copy_from(array, get_device("CPU"))
         self.data = data
         self.device = dev
+        self.const_arg = bool(const_arg)
         self.grad = None
         self.grad_fn = None
         self._out_index = 0
@@ -108,8 +124,33 @@ class Tensor:
         return self.data.nbytes
 
     @property
+    def itemsize(self):
+        """Bytes per element (4 for float32)."""
+        return self.data.dtype.itemsize
+
+    @property
+    def strides(self):
+        """Bytes to step along each axis, as NumPy reports them."""
+        return tuple(self.data.strides) if self.deferred_init is None else \
+            tuple(int(np.prod(self.shape[i + 1:])) * self.itemsize for i in range(self.ndim))
+
+    @property
+    def has_init(self):
+        """True while a ``Tensor(shape=..., init=...)`` has not drawn its values yet."""
+        return self.deferred_init is not None
+
+    @property
     def is_leaf(self):
         return self.grad_fn is None
+
+    @staticmethod
+    def from_numpy(array):
+        """A host tensor that shares memory with the NumPy ``array`` (no copy): writing into
+        one shows in the other, as with MindSpore's and PyTorch's ``from_numpy``."""
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"Tensor.from_numpy expects a numpy.ndarray, got {type(array).__name__}")
+        dtypes.to_dtype(array.dtype)     # a clear error for unsupported dtypes
+        return Tensor._make(array, get_device("CPU"))
 
     @property
     def T(self):
@@ -157,6 +198,8 @@ class Tensor:
     # ---- conversion and movement ------------------------------------------------------
     def asnumpy(self):
         """A NumPy copy of the data (copied from the device when it lives on one)."""
+        if self.deferred_init is not None:
+            self.init_data()
         if self.device.is_host:
             return self.data.copy()
         from .backend import transfer
@@ -230,6 +273,9 @@ class Tensor:
                 else self.device.copy_from(_host_array(data, None), get_device("CPU"))
         if array.shape != self.shape:
             raise ValueError(f"set_data expects shape {self.shape}, got {array.shape}")
+        if self.deferred_init is not None:    # not drawn yet (no_init_parameters): the new
+            self.data = self.device.xp.empty(self.shape, self.dtype)   # values replace the draw
+            self.deferred_init = None
         self.data[...] = array
         return self
 
@@ -292,6 +338,20 @@ class Tensor:
     def __rpow__(self, other): return F.pow(other, self)
     def __matmul__(self, other): return F.matmul(self, other)
     def __rmatmul__(self, other): return F.matmul(other, self)
+    def __mod__(self, other): return F.floor_mod(self, other)
+    def __rmod__(self, other): return F.floor_mod(other, self)
+    def __floordiv__(self, other): return F.floor_div(self, other)
+    def __rfloordiv__(self, other): return F.floor_div(other, self)
+    def __and__(self, other): return F.bitwise_and(self, other)
+    def __rand__(self, other): return F.bitwise_and(other, self)
+    def __or__(self, other): return F.bitwise_or(self, other)
+    def __ror__(self, other): return F.bitwise_or(other, self)
+    def __xor__(self, other): return F.bitwise_xor(self, other)
+    def __rxor__(self, other): return F.bitwise_xor(other, self)
+    def __lshift__(self, other): return F.bitwise_left_shift(self, other)
+    def __rshift__(self, other): return F.bitwise_right_shift(self, other)
+    def __invert__(self): return F.invert(self)
+    def __pos__(self): return self
     def __neg__(self): return F.neg(self)
     def __abs__(self): return F.abs(self)
     def __eq__(self, other): return F.equal(self, other)

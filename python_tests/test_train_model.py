@@ -287,8 +287,8 @@ def test_bad_arguments():
         Model(net, loss, opt, eval_indexes=[0, 1])
     with pytest.raises(TypeError, match="unexpected keyword argument 'foo'"):
         Model(net, loss, opt, foo=1)
-    with pytest.warns(UserWarning, match="amp_level='O2' is not implemented"):
-        Model(net, loss, opt, amp_level="O2")
+    with pytest.raises(ValueError, match="amp_level must be one of"):
+        Model(net, loss, opt, amp_level="O4")
     model = Model(net, loss, opt)
     with pytest.raises(ValueError, match="Model.eval needs metrics"):
         model.eval(_batches())

@@ -54,3 +54,100 @@ def set_num_parallel_workers(num):
 
 def get_num_parallel_workers():
     return _state["num_parallel_workers"]
+
+
+# ---- MindSpore's other pipeline settings ----------------------------------------------------
+# name -> (default, type check, what it means here). The pipeline runs in the calling thread
+# with vectorised transforms, so none of these changes how data is produced: each is type
+# checked, stored (its getter returns it) and noted once, as MindSpore's own CPU-only runs
+# ignore the device- and worker-related ones.
+_SETTINGS = {
+    "prefetch_size": (16, "positive int", "there is no prefetch queue: batches are made on demand"),
+    "numa_enable": (False, "bool", "there are no worker processes to bind to NUMA nodes"),
+    "monitor_sampling_interval": (1000, "non-negative int", "there is no pipeline monitor"),
+    "callback_timeout": (60, "positive int", "callbacks run in the calling thread"),
+    "auto_num_workers": (False, "bool", "there are no workers to size"),
+    "enable_shared_mem": (True, "bool", "there are no worker processes to share memory with"),
+    "enable_autotune": (False, "bool", "there are no worker or queue sizes to tune"),
+    "autotune_interval": (0, "non-negative int", "there is no autotuner"),
+    "auto_offload": (False, "bool", "there is no device-side data pipeline to offload to"),
+    "enable_watchdog": (True, "bool", "there are no worker processes to watch"),
+    "multiprocessing_timeout_interval": (300, "positive int", "there are no worker processes"),
+    "sending_batches": (0, "non-negative int", "there is no device data queue"),
+    "debug_mode": (False, "bool", "the pipeline is always eager and debuggable"),
+    "fast_recovery": (True, "bool", "a restarted pipeline replays from the start"),
+    "error_samples_mode": ("RETURN_ERROR", "ErrorSamplesMode", "errors are always raised"),
+}
+_values = {name: default for name, (default, _, _) in _SETTINGS.items()}
+_noted = set()
+
+
+class ErrorSamplesMode:
+    """MindSpore's ``ds.config.ErrorSamplesMode`` values."""
+    RETURN_ERROR = "RETURN_ERROR"
+    REPLACE = "REPLACE"
+    SKIP = "SKIP"
+
+
+def _valid(kind, value):
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "ErrorSamplesMode":
+        return value in ("RETURN_ERROR", "REPLACE", "SKIP")
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+        return False
+    return value > 0 if kind == "positive int" else value >= 0
+
+
+def _set(name, value):
+    default, kind, why = _SETTINGS[name]
+    if not _valid(kind, value):
+        raise ValueError(f"ds.config.set_{name}: expected a {kind}, got {value!r}")
+    if value != default and name not in _noted:
+        _noted.add(name)
+        from ..log import logger
+        logger.warning("ds.config.set_%s(%r) is stored and changes nothing here: %s", name, value, why)
+    _values[name] = value
+
+
+def _make(name):
+    def setter(value):
+        _set(name, value)
+
+    def getter():
+        return _values[name]
+    setter.__name__, getter.__name__ = "set_" + name, "get_" + name
+    setter.__doc__ = f"MindSpore's ``set_{name}``: checked and stored; {_SETTINGS[name][2]}."
+    getter.__doc__ = f"The value given to ``set_{name}`` (MindSpore's default until then)."
+    return setter, getter
+
+
+for _name in _SETTINGS:
+    globals()["set_" + _name], globals()["get_" + _name] = _make(_name)
+
+
+def load(file):
+    """Apply the settings of a MindSpore dataset config JSON file (keys such as
+    ``"prefetchSize"``, ``"numParallelWorkers"``, ``"seed"``)."""
+    import json
+    import os
+    import re
+    if not os.path.isfile(file):
+        raise OSError(f"ds.config.load: no such file {file!r}")
+    with open(file) as handle:
+        try:
+            settings = json.load(handle)
+        except ValueError as err:
+            raise ValueError(f"ds.config.load: {file!r} is not JSON: {err}") from None
+    for key, value in settings.items():
+        name = re.sub(r"(?<!^)([A-Z])", r"_\1", key).lower()
+        if name == "seed":
+            set_seed(value)
+        elif name == "num_parallel_workers":
+            set_num_parallel_workers(value)
+        elif name in _SETTINGS:
+            _set(name, value)
+        else:
+            from ..log import logger
+            logger.warning("ds.config.load: setting %r of %s does not exist here and is skipped",
+                           key, file)

@@ -130,6 +130,11 @@ class Cell:
         parallel layer serves it (``parallel/dynamic_shape.py``)."""
         extension().declare_inputs(self, inputs, kwargs)
 
+    def to_float(self, dst_type):
+        """MindSpore's per-cell mixed precision (``nn/layers/mixed_precision.py``)."""
+        from .layers.mixed_precision import to_float
+        return to_float(self, dst_type)
+
     def set_train(self, mode=True):
         """Training mode (dropout active, batch norm uses batch statistics) or not."""
         for _, cell in self.cells_and_names():

@@ -10,7 +10,7 @@ from ..backend import dtypes
 from ..tensor import Tensor
 from .cell import Cell
 
-__all__ = ["LossBase", "MSELoss", "L1Loss", "CrossEntropyLoss", "SoftmaxCrossEntropyWithLogits",
+__all__ = ["LossBase", "MSELoss", "L1Loss", "MAELoss", "CrossEntropyLoss", "SoftmaxCrossEntropyWithLogits",
            "BCEWithLogitsLoss"]
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -125,8 +125,18 @@ class L1Loss(LossBase):
         self.abs = ops.Abs()
 
     def construct(self, logits, labels):
-        check_batch("L1Loss", self.reduction, logits)
+        check_batch(type(self).__name__, self.reduction, logits)
         return self.get_loss(self.abs(self.sub(logits, float_labels(logits, labels))))
+
+
+class MAELoss(L1Loss):
+    """MindSpore's mean absolute error: ``|logits - labels|``, reduced (L1Loss's formula).
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist import nn
+    >>> float(nn.MAELoss()(ms.Tensor([1.0, -3.0]), ms.Tensor([0.0, 0.0])).asnumpy())
+    2.0
+    """
 
 
 class SoftmaxCrossEntropyWithLogits(LossBase):

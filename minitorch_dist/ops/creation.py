@@ -17,7 +17,8 @@ import numpy as np
 from ..backend import dtypes, get_device
 from ..tensor import Tensor
 
-__all__ = ["Fill", "Ones", "Zeros", "DType", "Shape", "Rank", "Size", "fill", "ones", "zeros"]
+__all__ = ["Fill", "Ones", "Zeros", "DType", "Shape", "Rank", "Size", "fill", "ones", "zeros",
+           "shape", "rank", "size", "dtype", "dyn_shape"]
 
 
 def _shape(owner, shape):
@@ -103,3 +104,34 @@ def ones(shape, dtype=dtypes.float32):
 def zeros(shape, dtype=dtypes.float32):
     """A tensor of zeros."""
     return Zeros()(shape, dtype)
+
+
+def shape(x):
+    """``x``'s shape as a tuple of ints (MindSpore's ``ops.shape`` / ``F.shape``).
+
+    >>> import minitorch_dist as ms
+    >>> from minitorch_dist import ops
+    >>> ops.shape(ms.Tensor([[1.0, 2.0]])) + (1, 1)
+    (1, 2, 1, 1)
+    """
+    return Shape()(x)
+
+
+def rank(x):
+    """``x``'s number of dimensions."""
+    return Rank()(x)
+
+
+def size(x):
+    """``x``'s number of elements."""
+    return Size()(x)
+
+
+def dtype(x):
+    """``x``'s dtype (MindSpore's ``F.dtype``)."""
+    return DType()(x)
+
+
+def dyn_shape(x):
+    """``x``'s shape as an int64 tensor (MindSpore's ``ops.dyn_shape``)."""
+    return Tensor(np.array(Shape()(x), dtype=np.int64))

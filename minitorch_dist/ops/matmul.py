@@ -108,7 +108,7 @@ def _cached(cls, transpose_a, transpose_b):
 
 def matmul(a, b, transpose_a=False, transpose_b=False):
     """Matrix product with NumPy's rules for 1-D operands and broadcast batch axes."""
-    from .shape import expand_dims, squeeze
+    from .shape_ops import expand_dims, squeeze
     from ..tensor import Tensor
     prim = _cached(BatchMatMul, transpose_a, transpose_b)
     a_vec = isinstance(a, Tensor) and a.ndim == 1

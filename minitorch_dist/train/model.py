@@ -27,7 +27,8 @@ from .metrics import Loss, get_metrics
 __all__ = ["Model"]
 
 _AMP_LEVELS = ("O0", "O1", "O2", "O3", "auto")
-_IGNORED_KWARGS = ("loss_scale_manager", "keep_batchnorm_fp32", "boost_config_dict")
+_IGNORED_KWARGS = ("boost_config_dict",)
+_AMP_KWARGS = ("loss_scale_manager", "keep_batchnorm_fp32")   # act through amp.build_train_network
 
 
 class Model:
@@ -42,8 +43,9 @@ class Model:
     * ``eval_network`` with ``eval_indexes=[loss, prediction, label]``: which outputs of the
       eval network feed the metrics (``Loss`` takes the first, others the last two); without
       ``eval_indexes`` every metric gets all outputs.
-    * ``amp_level``: only "O0" (full precision) is implemented; other levels warn and train
-      in full precision.
+    * ``amp_level`` ("O0"-"O3", "auto") with ``loss_scale_manager`` and
+      ``keep_batchnorm_fp32``: mixed precision and loss scaling through
+      ``amp.build_train_network``, as MindSpore builds its training network.
 
     >>> import numpy as np
     >>> import minitorch_dist as ms
@@ -79,6 +81,7 @@ class Model:
         self._loss_fn = loss_fn
         self._optimizer = optimizer
         self._amp_level = amp_level
+        self._amp_kwargs = {k: v for k, v in kwargs.items() if k in _AMP_KWARGS and v is not None}
         self._metric_fns = get_metrics(metrics)
         self._pipeline = _pipeline_of(network)
         if self._metric_fns and loss_fn is None and eval_network is None and self._pipeline is None:
@@ -92,9 +95,14 @@ class Model:
     # ---- construction -------------------------------------------------------------------
     def _build_train_network(self):
         network = self._network
+        if self._optimizer is not None and (self._amp_level != "O0" or self._amp_kwargs):
+            return _amp_train_network(self)
         if self._loss_fn is not None:
             network = WithLossCell(network, self._loss_fn)
         if self._optimizer is not None:
+            wiring = extension().model_wiring()
+            if wiring is not None:    # grad_accumulation_step: micro-batches before one step
+                network = wiring.accumulated(network)
             network = TrainOneStepCell(network, self._optimizer)
             if self._pipeline is not None and self._loss_fn is None:
                 # MindSpore builds its pipeline training cell here too: the reduction of a
@@ -301,6 +309,42 @@ class Model:
             return self._predict_network(*inputs)
 
 
+    # ---- parameter layouts (distributed checkpoints) -------------------------------------
+    def infer_train_layout(self, train_dataset, dataset_sink_mode=True, sink_size=-1):
+        """MindSpore's ``Model.infer_train_layout``: plan the network on the first batch of
+        ``train_dataset`` (one forward of the network on the data columns, without the
+        loss: no gradient, no update) and return ``{parameter name: TensorLayout}`` of the
+        sliced parameters, {} when nothing is sliced; training keeps these layouts.
+        Sinking options do not apply here (see ``train``)."""
+        if self._pipeline is not None or getattr(self._network, "_runs_training_step", False):
+            raise ValueError("Model.infer_train_layout needs Model(network, loss_fn, optimizer) "
+                             "over a network that is not pipelined; this Model trains "
+                             f"{type(self._network).__name__} as a whole")
+        source = _BatchSource(train_dataset, 1, "train_dataset")
+        if source.empty_hint():
+            raise TypeError("Model.infer_train_layout: train_dataset is a one-shot iterator, and "
+                            "reading its first batch would lose it; pass a dataset or a list")
+        batch = next(iter(source.epoch()), None)
+        if batch is None:
+            raise ValueError("Model.infer_train_layout: train_dataset yielded no batch")
+        data = batch[:-1] if self._loss_fn is not None and len(batch) > 1 else batch
+        return self._infer_layout(self._network, data)
+
+    def infer_predict_layout(self, *predict_data, skip_backend_compile=False):
+        """MindSpore's ``Model.infer_predict_layout``: plan the network on ``predict_data``
+        (one forward) and return ``{parameter name: TensorLayout}`` of the sliced
+        parameters, for ``load_distributed_checkpoint``; {} when nothing is sliced.
+        ``skip_backend_compile`` changes nothing: there is no backend compile here."""
+        self._network.set_train(False)
+        return self._infer_layout(self._predict_network, [_as_tensor(x) for x in predict_data])
+
+    def _infer_layout(self, network, inputs):
+        with no_grad(), self._scope():
+            network(*inputs)
+        return {p.name: p.sharding_layout for p in network.get_parameters()
+                if getattr(p, "sharding_layout", None) is not None}
+
+
 class _BatchSource:
     """Batches of a dataset, epoch after epoch, as tuples of Tensors."""
 
@@ -385,13 +429,27 @@ def _eval_due(epoch, frequency):
     return epoch in frequency if isinstance(frequency, set) else epoch % frequency == 0
 
 
+def _amp_train_network(model):
+    """``amp_level`` and the loss-scale options act as in MindSpore: the step comes from
+    ``amp.build_train_network``; "auto" is O0 on CPU and O2 on a GPU, as MindSpore picks."""
+    from ..amp import build_train_network
+    from ..context import get_context
+    if model._pipeline is not None:
+        raise ValueError("Model: amp_level/loss_scale_manager with a pipelined network is not "
+                         "supported; cast the stages with amp.auto_mixed_precision instead")
+    level = model._amp_level
+    if level == "auto":
+        level = "O2" if get_context("device_target") == "GPU" else "O0"
+    return build_train_network(model._network, model._optimizer, model._loss_fn, level=level,
+                               **model._amp_kwargs)
+
+
 def _check_amp(amp_level, kwargs):
     if amp_level not in _AMP_LEVELS:
         raise ValueError(f"Model: amp_level must be one of {list(_AMP_LEVELS)}, got {amp_level!r}")
-    if amp_level != "O0":
-        warnings.warn(f"Model: amp_level={amp_level!r} is not implemented; training runs in the "
-                      "network's own precision (as with 'O0')", stacklevel=3)
     for key, value in kwargs.items():
+        if key in _AMP_KWARGS:
+            continue
         if key not in _IGNORED_KWARGS:
             raise TypeError(f"Model got an unexpected keyword argument {key!r}")
         if value is not None:
