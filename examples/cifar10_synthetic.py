@@ -82,9 +82,9 @@ def write_synthetic_cifar10(folder, num_train=320, num_test=64, num_train_files=
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir")
-    parser.add_argument("--num-train", type=int, default=320)
-    parser.add_argument("--num-test", type=int, default=64)
-    parser.add_argument("--num-train-files", type=int, default=2)
+    parser.add_argument("--num-train", "--num_train", type=int, default=320)
+    parser.add_argument("--num-test", "--num_test", type=int, default=64)
+    parser.add_argument("--num-train-files", "--num_train_files", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     folder = write_synthetic_cifar10(args.out_dir, args.num_train, args.num_test,

@@ -12,7 +12,8 @@ trains on its shard and the replicas stay identical (the last line of each rank 
 checksum of its parameters):
 
     python examples/host_device_mlp.py [--epochs 5]
-    python -m minitorch_dist.run -n 2 examples/host_device_mlp.py     # or: mpiexec -n 8 python ...
+    python -m minitorch_dist.run -n 2 examples/host_device_mlp.py
+    mpiexec --allow-run-as-root -n 8 python examples/host_device_mlp.py   # plain Open MPI, as root
 
 Data: the MNIST IDX files in $DATA_PATH, or scikit-learn's digits written as 28x28 MNIST files.
 """

@@ -32,6 +32,8 @@ os.environ.setdefault("MINITORCH_DIST_VIRTUAL_GPU_MEMORY", args.capacity)
 os.environ.setdefault("MINITORCH_DIST_GPU_MEMORY", args.capacity)
 
 import numpy as np                                   # noqa: E402
+from tqdm import tqdm                                # noqa: E402
+from minitorch_dist.train.callback.progress_bar import terminal_output   # noqa: E402
 
 import minitorch_dist as ms                          # noqa: E402
 from minitorch_dist import nn, ops                   # noqa: E402
@@ -79,13 +81,14 @@ weight = rng.standard_normal(args.vocab).astype(np.float32)   # each id's hidden
 ms.reset_transfer_stats()
 ms.reset_placement_stats()
 print(f"\ntarget='CPU': training {args.steps} steps of {args.batch} x {args.fields} ids")
-for step in range(args.steps):
+for step in tqdm(range(args.steps), unit="step", leave=False,
+                 disable=not terminal_output()):   # a bar on a terminal only
     ids = hot[rng.integers(0, hot.size, (args.batch, args.fields))]
     labels = (weight[ids].sum(axis=1) > 0).astype(np.float32)
     loss, grads = grad_fn(ms.Tensor(ids, device="CPU"), ms.Tensor(labels))
     optimizer(grads)
     if step % 50 == 0 or step == args.steps - 1:
-        print(f"step {step:4d}  loss {float(loss.asnumpy()):.4f}")
+        tqdm.write(f"step {step:4d}  loss {float(loss.asnumpy()):.4f}")
 
 stats = ms.transfer_stats()
 rows_bytes = args.batch * args.fields * args.dim * 4

@@ -2,7 +2,9 @@
 
 By default the data are scikit-learn's bundled 8x8 digits, upsampled to MNIST's 28x28 and
 written as MNIST IDX files (nothing is downloaded); ``--data-dir`` points at real MNIST IDX
-files instead. Prints the loss and held-out accuracy every epoch and saves a loss curve.
+files instead (``--data_path`` is accepted too, the MindSpore examples' spelling). Prints
+the loss and held-out accuracy every epoch (with a progress bar over each epoch's steps when
+the output is a terminal) and saves a loss curve.
 
     python examples/mnist_cnn.py [--epochs 8] [--batch-size 64] [--data-dir DIR]
 """
@@ -13,7 +15,7 @@ import tempfile
 import minitorch_dist as ms
 import minitorch_dist.dataset as ds
 from minitorch_dist import nn
-from minitorch_dist.train import Callback, Model
+from minitorch_dist.train import Callback, Model, ProgressBar
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -85,16 +87,27 @@ def save_loss_curve(losses, path):
 
 
 def main(argv=None):
+    args = build_parser().parse_args(argv)
+    ms.set_seed(0)
+    if args.data_dir is not None:
+        return train(args, args.data_dir)
+    with tempfile.TemporaryDirectory(prefix="digits_") as folder:   # removed when done
+        return train(args, ds.write_digits_as_mnist(folder, mnist_size=True))
+
+
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=8)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", "--batch_size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=0.03, help="peak learning rate")
-    parser.add_argument("--data-dir", default=None, help="MNIST IDX files (default: the digits data)")
-    parser.add_argument("--out-dir", default=os.path.join(HERE, "output"))
-    args = parser.parse_args(argv)
+    parser.add_argument("--data-dir", "--data_dir", "--data_path", dest="data_dir", default=None,
+                        help="MNIST IDX files (default: the digits data)")
+    parser.add_argument("--out-dir", "--out_dir", default=os.path.join(HERE, "output"))
+    return parser
 
-    ms.set_seed(0)
-    data_dir = args.data_dir or ds.write_digits_as_mnist(tempfile.mkdtemp(prefix="digits_"), mnist_size=True)
+
+def train(args, data_dir):
+    """Train and evaluate on the MNIST IDX files in ``data_dir``; save the loss curve."""
     train_data = create_dataset(data_dir, "train", args.batch_size, shuffle=True)
     test_data = create_dataset(data_dir, "test", 256, shuffle=False)
 
@@ -106,7 +119,7 @@ def main(argv=None):
     optimizer = nn.SGD(net.trainable_params(), lr, momentum=0.9, weight_decay=1e-5)
     model = Model(net, nn.CrossEntropyLoss(), optimizer, metrics={"accuracy"})
     report = EpochReport(model, test_data)
-    model.train(args.epochs, train_data, callbacks=[report])
+    model.train(args.epochs, train_data, callbacks=[report, ProgressBar(leave=False)])
 
     os.makedirs(args.out_dir, exist_ok=True)
     plot = os.path.join(args.out_dir, "mnist_cnn_loss.png")

@@ -30,9 +30,9 @@ from minitorch_dist.nn.utils import no_init_parameters
 from minitorch_dist.parallel.auto_parallel import AutoParallel
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--data_path", default=None, help="a folder with MNIST's idx files")
+parser.add_argument("--data_path", "--data-path", "--data-dir", default=None, help="a folder with MNIST's idx files")
 parser.add_argument("--epochs", type=int, default=2)
-parser.add_argument("--batch_size", type=int, default=32)
+parser.add_argument("--batch_size", "--batch-size", type=int, default=32)
 args = parser.parse_args()
 
 ms.set_context(mode=ms.GRAPH_MODE)

@@ -35,6 +35,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 
 import numpy as np
 
@@ -46,13 +47,28 @@ from minitorch_dist.parallel import get_auto_parallel_context
 # ---- the seed's imports, with mindspore replaced ------------------------------------------
 from minitorch_dist import context, Model, nn
 from minitorch_dist.nn import Momentum
-from minitorch_dist.train.callback import LossMonitor
+from minitorch_dist.train.callback import LossMonitor, ProgressBar
 from minitorch_dist.context import ParallelMode
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 from cifar10_synthetic import write_synthetic_cifar10  # noqa: E402
+
+# added: the tutorial's dataset_sink_mode=True changes nothing here (one batch per step, as
+# MindSpore does on CPU) and the framework says so once per rank; shown as one note line on
+# rank 0 instead of every rank's two-line warning. Other warnings keep Python's format.
+_show_warning = warnings.showwarning
+
+
+def _show_note(message, category, filename, lineno, file=None, line=None):
+    if "is accepted and changes nothing" not in str(message):
+        return _show_warning(message, category, filename, lineno, file, line)
+    if int(os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("PMI_RANK") or 0) == 0:
+        print(f"note: {message}", file=file or sys.stderr, flush=True)
+
+
+warnings.showwarning = _show_note
 
 # ---- the network's size ------------------------------------------------------------------
 # The tutorial's ResNet-50 has a 64-channel stem (so layers of 256, 512, 1024 and 2048
@@ -366,7 +382,9 @@ def test_train_cifar(epoch_size=10, pipeline_stages=2, micro_size=2, num_samples
     net_pipeline = nn.PipelineCell(net_with_loss, micro_size)
     opt = Momentum(net.infer_param_pipeline_stage(), 0.01, 0.9)
     model = Model(net_pipeline, optimizer=opt)
-    model.train(epoch_size, dataset, callbacks=[loss_cb], dataset_sink_mode=True)
+    # added: a progress bar when the output is a terminal (off in logs and under mpiexec)
+    model.train(epoch_size, dataset, callbacks=[loss_cb, ProgressBar(leave=False)],
+                dataset_sink_mode=True)
     return net_pipeline, opt
 
 
@@ -374,17 +392,17 @@ def test_train_cifar(epoch_size=10, pipeline_stages=2, micro_size=2, num_samples
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description="Seed 004: pipeline-parallel ResNet on CIFAR-10")
     parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--num-samples", type=int, default=None,
+    parser.add_argument("--num-samples", "--num_samples", type=int, default=None,
                         help="samples read per epoch by each replica (default: all)")
-    parser.add_argument("--pipeline-stages", type=int, default=None,
+    parser.add_argument("--pipeline-stages", "--pipeline_stages", type=int, default=None,
                         help="1, 2 or 4 (default: the number of ranks, when it is one of these)")
-    parser.add_argument("--micro-size", type=int, default=None,
+    parser.add_argument("--micro-size", "--micro_size", type=int, default=None,
                         help="micro-batches per batch of 32 (default: max(2, stages))")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--width", type=int, default=WIDTH, help="stem channels (64 in ResNet-50)")
     parser.add_argument("--blocks", default=",".join(map(str, BLOCKS)),
                         help="blocks after each layer's down-sampling block (ResNet-50: 2,3,5,2)")
-    parser.add_argument("--synthetic-samples", type=int, default=320,
+    parser.add_argument("--synthetic-samples", "--synthetic_samples", type=int, default=320,
                         help="training images of the synthetic set (without DATA_PATH)")
     args = parser.parse_args(argv)
     blocks = tuple(int(b) for b in args.blocks.split(","))

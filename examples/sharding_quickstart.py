@@ -5,7 +5,10 @@ ranks; sharding propagation gives the ReLU ``(2, 4)`` and the second MatMul
 ``((2, 4), (4, 1))``. Every rank prints the same loss at every step, and with
 ``save_graphs=2`` each rank writes its IR dumps (see docs/sharding.md)::
 
-    MINITORCH_DIST_VIRTUAL_GPU=1 python -m minitorch_dist.run -n 8 examples/sharding_quickstart.py
+    MINITORCH_DIST_VIRTUAL_GPU=1 python -m minitorch_dist.run -n 8 --rank0-only examples/sharding_quickstart.py
+
+(``--rank0-only`` shows rank 0's loss lines only: the 8 ranks print the same ones; with
+plain Open MPI as root: ``mpiexec --allow-run-as-root -n 8 python examples/...``.)
 
 Differences from the tutorial, each marked below: the imports; the output folders live under
 ``examples/output/`` (the tutorial writes ``../saved_graph`` and ``./<rank>``); and the
@@ -15,8 +18,8 @@ in_dim, out_dim, step_per_epoch``), which gives 4-wide inputs to a 32-wide netwo
 ``--as-written`` to call it that way and see the shape error. ``--seed N`` fixes the initial
 weights (the tutorial draws them unseeded; rank 0's are broadcast either way).
 """
+import argparse
 import os
-import sys
 
 import numpy as np
 
@@ -32,9 +35,16 @@ from minitorch_dist.train import Model
 from minitorch_dist.train.callback import LossMonitor, ModelCheckpoint
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "output", "sharding_quickstart")
-AS_WRITTEN = "--as-written" in sys.argv
-if "--seed" in sys.argv:     # added: a fixed seed, so that tests can compare with one process
-    ms.set_seed(int(sys.argv[sys.argv.index("--seed") + 1]))
+# added: the command line (the tutorial has none)
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument("--as-written", "--as_written", "--as_written", dest="as_written", action="store_true",
+                    help="call get_dataset in the tutorial's argument order (stops with the shape error)")
+parser.add_argument("--seed", type=int, default=None,
+                    help="fix the initial weights (tests compare with one process)")
+args = parser.parse_args()
+AS_WRITTEN = args.as_written
+if args.seed is not None:
+    ms.set_seed(args.seed)
 
 
 def get_dataset(batch_size, in_dim, out_dim, step_per_epoch):

@@ -4,10 +4,13 @@ Every rank holds the whole CNN and trains on its own contiguous shard of the dat
 makes the gradients agree before each update, in one of five ways (``--dist-option``):
 fp32, fp16, partialUpdate, sparseTopK, sparseThreshold. Launch it like SINGA's mnist_dist.py::
 
-    mpiexec -n 2 python examples/singa_mnist_dist.py [--dist-option fp16]
-    python -m minitorch_dist.run -n 2 examples/singa_mnist_dist.py [--epochs 3]
+    python -m minitorch_dist.run -n 2 --rank0-only examples/singa_mnist_dist.py [--epochs 3]
+    mpiexec -n 2 python examples/singa_mnist_dist.py [--dist-option fp16]   # SINGA's form
     python examples/singa_mnist_dist.py                  # one process: a world of one
     python examples/singa_mnist_multiprocess.py 2        # SINGA's multiprocessing launch
+
+As root (in containers) plain Open MPI needs ``mpiexec --allow-run-as-root -n 2 ...``; the
+launcher adds that flag itself.
 
 By default the data are scikit-learn's 8x8 digits upsampled to 28x28 (nothing downloads);
 ``--data-dir`` reads real MNIST IDX files. Rank 0 prints the seed's lines every epoch, with
@@ -28,6 +31,8 @@ if any(int(os.environ.get(v) or 1) > 1 for v in ("OMPI_COMM_WORLD_SIZE", "PMI_SI
         os.environ.setdefault(_var, "1")   # several ranks share the cores: one BLAS thread each
 
 import numpy as np  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+from minitorch_dist.train.callback.progress_bar import terminal_output  # noqa: E402
 
 import minitorch_dist as ms  # noqa: E402
 import minitorch_dist.dataset as ds  # noqa: E402
@@ -138,7 +143,9 @@ def train_mnist_cnn(nccl_id=None, local_rank=None, world_size=None, dist_option=
         model.set_train(True)
         np.random.shuffle(idx)       # the same permutation on every rank (same seed)
         train_correct, train_loss, seen = 0, 0.0, 0
-        for b in range(num_train_batch):
+        # a progress bar when the output is a terminal (off in logs and under mpiexec)
+        for b in tqdm(range(num_train_batch), desc=f"epoch {epoch}", unit="step", leave=False,
+                      disable=not (verbose and rank == 0 and terminal_output())):
             if max_steps is not None and steps >= max_steps:
                 break
             batch = idx[b * batch_size: (b + 1) * batch_size]
@@ -182,19 +189,19 @@ def build_parser(description=__doc__):
 
 
 def add_training_arguments(parser):
-    parser.add_argument("--dist-option", default="fp32", choices=DIST_OPTIONS,
+    parser.add_argument("--dist-option", "--dist_option", default="fp32", choices=DIST_OPTIONS,
                         help="how DistOpt exchanges gradients (default fp32)")
     parser.add_argument("--spars", type=float, default=None,
                         help="sparseTopK: fraction sent, 0 < spars <= 1 (default 0.05); "
                              "sparseThreshold: smallest |gradient| sent, > 0 (default 1e-2)")
     parser.add_argument("--epochs", type=int, default=10, help="(SINGA: 10)")
-    parser.add_argument("--batch-size", type=int, default=32, help="per rank (default 32)")
+    parser.add_argument("--batch-size", "--batch_size", type=int, default=32, help="per rank (default 32)")
     parser.add_argument("--lr", type=float, default=0.005, help="SGD learning rate (SINGA: 0.005)")
-    parser.add_argument("--data-dir", default=None,
+    parser.add_argument("--data-dir", "--data_dir", "--data_path", default=None,
                         help="MNIST IDX files (default: scikit-learn's digits, upsampled)")
-    parser.add_argument("--max-steps", type=int, default=None,
+    parser.add_argument("--max-steps", "--max_steps", type=int, default=None,
                         help="stop after this many training steps (quick runs)")
-    parser.add_argument("--buff-size", type=int, default=4194304,
+    parser.add_argument("--buff-size", "--buff_size", type=int, default=4194304,
                         help="DistOpt buffSize in bytes: fusion bucket and partialUpdate chunk")
 
 

@@ -1,4 +1,5 @@
-"""``python -m minitorch_dist.run -n N script.py``: the launcher's command line.
+"""``python -m minitorch_dist.run -n N script.py``: the launcher's command line
+(``python -m minitorch_dist.run --help`` lists every option, with examples).
 
 The launcher itself lives in ``minitorch_dist/launch/`` (``cli``, ``job``, ``mpiexec``,
 ``multiprocess``); this module keeps the short name that users type and import

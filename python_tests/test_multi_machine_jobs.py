@@ -281,8 +281,9 @@ def _start_job(machines, folder, args, ranks=2):
     ssh = _fake_ssh(folder, machines["b"], hidden)
     env = child_env({"PRTE_MCA_plm_ssh_agent": str(ssh), "TMPDIR": str(hidden)})
     slots = ranks // 2
+    named = "" if "--hostfile" in args else f"--hosts {CLUSTER}1:{slots},{CLUSTER}2:{slots} "
     launch = (f"hostname nodeA; exec {sys.executable} -m minitorch_dist.run -n {ranks} "
-              f"--timeout 90 --hosts {CLUSTER}1:{slots},{CLUSTER}2:{slots} {args}")
+              f"--timeout 90 {named}{args}")
     return subprocess.Popen(["ip", "netns", "exec", machines["a"], "unshare", "--uts", "sh",
                              "-c", launch], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

@@ -39,7 +39,7 @@ def test_ci_runs_the_pinned_tidy_guard_before_the_tests():
         tomllib = pytest.importorskip("tomli")
     with open(os.path.join(REPO, ".ci", "run")) as handle:
         ci = handle.read()
-    guard = ci.index("python -m ruff check minitorch_dist python_tests examples benchmarks")
+    guard = ci.index("python -m ruff check minitorch_dist python_tests examples benchmarks docs")
     assert guard < ci.index("python -m pytest -q")
     with open(os.path.join(REPO, "pyproject.toml"), "rb") as handle:
         project = tomllib.load(handle)

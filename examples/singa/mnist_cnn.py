@@ -6,7 +6,8 @@ only the imports differ (``from singa import ...`` -> ``from minitorch_dist.sing
 serves the guide's three launches:
 
     python examples/singa/mnist_cnn.py                     # one process (a world of one)
-    mpiexec -n 2 python examples/singa/mnist_dist.py       # MPI (or minitorch_dist.run -n 2)
+    python -m minitorch_dist.run -n 2 examples/singa/mnist_dist.py   # MPI (as root, plain
+                                             # mpiexec needs --allow-run-as-root)
     python examples/singa/mnist_multiprocess.py 2          # multiprocessing + NcclIdHolder
 
 Rank 0 prints the guide's lines every epoch; the loss is, as in SINGA, the sum of the
@@ -14,12 +15,14 @@ per-batch mean losses of all ranks. Flags: ``--epochs`` (10), ``--batch-size`` (
 rank), ``--batches-per-epoch`` (all), ``--dist-option`` (fp32, fp16, partialUpdate,
 sparseTopK, sparseThreshold) with ``--spars``, ``--no-graph``, ``--data-dir`` (MNIST IDX
 files; default scikit-learn's digits), ``--save-params FILE`` (rank 0 writes the final
-parameters as ``.npz``). Without a GPU, ``device.create_cuda_gpu_on`` warns and uses the
-host (``MINITORCH_DIST_VIRTUAL_GPU=1`` gives an emulated GPU instead).
+parameters as ``.npz``). Without a GPU, ``device.create_cuda_gpu_on`` uses the host
+(``MINITORCH_DIST_VIRTUAL_GPU=1`` gives an emulated GPU instead) and ``use_graph=True`` runs
+eagerly: the facade says each once, shown here as one ``note:`` line on rank 0.
 """
 import argparse
 import os
 import sys
+import warnings
 
 if any(int(os.environ.get(v) or 1) > 1 for v in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")):
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -31,6 +34,23 @@ import numpy as np  # noqa: E402
 from minitorch_dist.singa import device, tensor, layer, model, opt  # noqa: E402
 
 from mnist_data import load_dataset  # noqa: E402   (the data loader, a sibling file)
+
+# The facade's notes about what this machine lacks (no CUDA GPU, no graph compiler) are
+# warnings meant to be read once: shown as one line each (not Python's two-line warning
+# with its source line), on rank 0 only, where every rank would say the same. Other
+# warnings keep Python's format.
+_FACADE_NOTES = ("device.create_cuda_gpu_on(", "singa Model.compile(use_graph=True)")
+_show_warning = warnings.showwarning
+
+
+def _show_facade_note(message, category, filename, lineno, file=None, line=None):
+    if not str(message).startswith(_FACADE_NOTES):
+        return _show_warning(message, category, filename, lineno, file, line)
+    if int(os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("PMI_RANK") or 0) == 0:
+        print(f"note: {message}", file=file or sys.stderr, flush=True)
+
+
+warnings.showwarning = _show_facade_note
 
 IMG_SIZE = 28
 num_classes = 10
@@ -194,18 +214,18 @@ def build_parser(description=__doc__, prog=None):
     parser = argparse.ArgumentParser(description=description, prog=prog,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=10, help="(the guide: 10)")
-    parser.add_argument("--batch-size", type=int, default=32, help="per rank (default 32)")
-    parser.add_argument("--batches-per-epoch", type=int, default=None,
+    parser.add_argument("--batch-size", "--batch_size", type=int, default=32, help="per rank (default 32)")
+    parser.add_argument("--batches-per-epoch", "--batches_per_epoch", type=int, default=None,
                         help="train on at most this many batches per epoch (quick runs)")
-    parser.add_argument("--dist-option", default="fp32", choices=DIST_OPTIONS)
+    parser.add_argument("--dist-option", "--dist_option", default="fp32", choices=DIST_OPTIONS)
     parser.add_argument("--spars", type=float, default=None,
                         help="sparseTopK: fraction sent (default 0.05); sparseThreshold: "
                              "smallest |gradient| sent (default 0.01)")
-    parser.add_argument("--no-graph", action="store_true",
+    parser.add_argument("--no-graph", "--no_graph", action="store_true",
                         help="model.compile(use_graph=False) (execution is eager either way)")
-    parser.add_argument("--data-dir", default=None,
+    parser.add_argument("--data-dir", "--data_dir", "--data_path", default=None,
                         help="MNIST IDX files (default: scikit-learn's digits, upsampled)")
-    parser.add_argument("--save-params", default=None, metavar="FILE",
+    parser.add_argument("--save-params", "--save_params", default=None, metavar="FILE",
                         help="rank 0 saves the final parameters to FILE (.npz)")
     return parser
 

@@ -1,8 +1,10 @@
 """The guide's ``mnist_dist.py``: the CNN of ``mnist_cnn.py`` on the ranks of an MPI job.
 
+    python -m minitorch_dist.run -n 2 examples/singa/mnist_dist.py      # MPI flags chosen
     mpiexec -n 2 python examples/singa/mnist_dist.py [--epochs 3]
     mpiexec --hostfile host_file python examples/singa/mnist_dist.py    # the guide's form
-    python -m minitorch_dist.run -n 2 examples/singa/mnist_dist.py      # MPI flags chosen
+
+(As root, in containers, plain Open MPI needs ``mpiexec --allow-run-as-root ...``.)
 
 ``opt.DistOpt(sgd)`` joins the MPI job; every rank trains on its contiguous share of the data
 and rank 0 prints the guide's lines. Flags: see ``mnist_cnn.py``.

@@ -92,10 +92,10 @@ def main():
     from src.config import DEFAULT_DATA_PATH
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_path", default=DEFAULT_DATA_PATH)
-    parser.add_argument("--train_rows", type=int, default=DEFAULTS["train_rows"])
-    parser.add_argument("--test_rows", type=int, default=DEFAULTS["test_rows"])
-    parser.add_argument("--data_seed", type=int, default=DEFAULTS["seed"])
+    parser.add_argument("--data_path", "--data-path", "--data-dir", default=DEFAULT_DATA_PATH)
+    parser.add_argument("--train_rows", "--train-rows", type=int, default=DEFAULTS["train_rows"])
+    parser.add_argument("--test_rows", "--test-rows", type=int, default=DEFAULTS["test_rows"])
+    parser.add_argument("--data_seed", "--data-seed", type=int, default=DEFAULTS["seed"])
     args = parser.parse_args()
     auc = write_synthetic_data(args.data_path, args.train_rows, args.test_rows, args.data_seed)
     print(f"wrote {args.train_rows} + {args.test_rows} Criteo-format lines to {args.data_path}; "

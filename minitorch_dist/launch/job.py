@@ -86,7 +86,8 @@ class _Signalled(BaseException):
 
 
 def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, log_dir=None,
-           hosts=None, hostfile=None, interfaces=None, **popen_kwargs):
+           hosts=None, hostfile=None, interfaces=None, tag=None, rank0_only=False,
+           **popen_kwargs):
     """Run ``argv`` (a script and its arguments) on ``n`` ranks; return the exit code.
 
     ``timeout`` (seconds, positive and finite) kills the whole job and returns 124. SIGTERM,
@@ -100,6 +101,9 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
     listens on loopback only; with ``interfaces`` every listener of the job is on those
     networks (``network.job_environment``). Extra keyword arguments go to
     ``subprocess.Popen``; ``stdout``/``stderr`` may be files (prefer them to pipes).
+    ``tag`` starts each line the ranks print with "[RANK] " (default: when the output goes
+    to a terminal); ``rank0_only`` shows only rank 0's standard output (every rank's
+    standard error is still shown, every line is still in the logs).
     """
     timeout = check_timeout(timeout)
     if interfaces:
@@ -135,7 +139,10 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
     guard = start_guard(process.pid)
     relay = RecordRelay(job_dir, stop=lambda: threading.Thread(
         target=kill_job, args=(process,), daemon=True).start())
-    streams = OutputDemux(job_dir, out_sink, err_sink, relay=relay) if demux else None
+    if tag is None:
+        tag = out_sink is None and sys.stdout.isatty()
+    streams = OutputDemux(job_dir, out_sink, err_sink, relay=relay, tag=tag,
+                          rank0_only=rank0_only) if demux else None
     if streams is not None:
         streams.start(process)
     previous = _install_signal_handlers()

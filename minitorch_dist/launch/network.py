@@ -12,13 +12,16 @@
 Without the shim (no C compiler, not Linux) the job still runs, after one warning on stderr
 saying what will listen on every interface and why.
 """
+import re
 import socket
 import sys
+import threading
 
 from .bind_shim import MODE_VARIABLE, bind_shim, preload_environment
 from .remote import AGENT_SETTINGS, AGENT_VARIABLE, ARGS_SETTINGS, user_agent
 
-__all__ = ["exposure_warning", "job_environment", "check_interfaces", "UNNAMED_NETWORK_NOTE"]
+__all__ = ["exposure_warning", "job_environment", "check_interfaces", "UNNAMED_NETWORK_NOTE",
+           "parse_hosts", "read_hostfile", "check_slots", "check_resolvable"]
 
 UNNAMED_NETWORK_NOTE = ("minitorch_dist.run: note: without --iface, Open MPI's daemons and the "
                         "ranks listen on every network interface of every machine; --iface NET "
@@ -94,3 +97,119 @@ def check_interfaces(interfaces, local=None):
                          f"{', '.join(sorted(local))}); the launching machine must be on the "
                          "network the job uses")
     return normalised
+
+
+# ---- the machines of a multi-machine job: --hosts and --hostfile, checked here ----------------
+_HOST_NAME = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?$")
+_HOSTFILE_FIELDS = ("slots", "max_slots", "max-slots")
+
+
+def _slots(text, where):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{where}: the slot count must be a positive integer, got {text!r}")
+    return value
+
+
+def _host_name(name, where):
+    if not _HOST_NAME.match(name):
+        raise ValueError(f"{where}: {name!r} is not a host name or IPv4 address (letters, "
+                         "digits, '.', '-' and '_')")
+    return name
+
+
+def parse_hosts(text):
+    """``--hosts "a,b:4"`` as ``[(name, slots or None), ...]`` (Open MPI gives a host without
+    ``:SLOTS`` one slot); an empty list or entry is a ValueError naming it.
+
+    >>> parse_hosts("node1:4, node2")
+    [('node1', 4), ('node2', None)]
+    >>> parse_hosts("node1,,node2")
+    Traceback (most recent call last):
+    ...
+    ValueError: --hosts entry 2 of 'node1,,node2' is empty (expected HOST or HOST:SLOTS)
+    """
+    if isinstance(text, (list, tuple)):
+        text = ",".join(text)
+    if not str(text).strip():
+        raise ValueError(f"--hosts needs at least one machine (HOST or HOST:SLOTS, comma "
+                         f"separated), got {text!r}")
+    hosts = []
+    for index, entry in enumerate(str(text).split(","), start=1):
+        entry = entry.strip()
+        where = f"--hosts entry {entry!r}"
+        if not entry:
+            raise ValueError(f"--hosts entry {index} of {text!r} is empty (expected HOST or "
+                             "HOST:SLOTS)")
+        name, colon, slots = entry.partition(":")
+        hosts.append((_host_name(name, where), _slots(slots, where) if colon else None))
+    return hosts
+
+
+def read_hostfile(path):
+    """The machines of an Open MPI (``HOST slots=N``) or MPICH (``HOST:N``) host file, as
+    ``[(name, slots or None), ...]``; a bad line is a ValueError naming the file and line."""
+    try:
+        with open(path) as handle:
+            lines = handle.read().splitlines()
+    except OSError as exc:
+        raise ValueError(f"--hostfile {path!r} cannot be read: {exc.strerror or exc}") from None
+    hosts = []
+    for number, line in enumerate(lines, start=1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        where = f"--hostfile {path} line {number} ({line.strip()!r})"
+        name, colon, slots = words[0].partition(":")
+        count = _slots(slots, where) if colon else None
+        for word in words[1:]:
+            key, equals, value = word.partition("=")
+            if not equals or key not in _HOSTFILE_FIELDS:
+                raise ValueError(f"{where}: unknown field {word!r} (expected slots=N or "
+                                 "max_slots=N)")
+            if key == "slots":
+                count = _slots(value, where)
+            else:
+                _slots(value, where)
+        hosts.append((_host_name(name, where), count))
+    if not hosts:
+        raise ValueError(f"--hostfile {path!r} names no machine (one HOST [slots=N] a line)")
+    return hosts
+
+
+def check_slots(hosts, n, oversubscribe, option):
+    """Refuse ``-n n`` on fewer slots than the hosts give (Open MPI would only say "All nodes
+    which are allocated for this job are already filled"). Hosts without a count are left
+    to MPI, except on ``--hosts`` where Open MPI gives them one slot."""
+    if oversubscribe:
+        return
+    if option == "--hostfile" and any(slots is None for _, slots in hosts):
+        return
+    total = sum(1 if slots is None else slots for _, slots in hosts)
+    if n > total:
+        raise ValueError(f"-n {n} needs {n} slots but {option} gives {total} ("
+                         + ", ".join(f"{name}:{slots or 1}" for name, slots in hosts)
+                         + "): give more slots (HOST:SLOTS) or add --oversubscribe")
+
+
+def check_resolvable(hosts, option, wait=3.0):
+    """Refuse a host name that does not resolve (Open MPI would only say that a daemon
+    "failed to report back"). A lookup slower than ``wait`` seconds is left to MPI."""
+    for name, _ in hosts:
+        outcome = {}
+
+        def look_up(name=name, outcome=outcome):
+            try:
+                socket.getaddrinfo(name, None)
+                outcome["ok"] = True
+            except (OSError, UnicodeError) as exc:
+                outcome["error"] = exc
+        thread = threading.Thread(target=look_up, daemon=True)
+        thread.start()
+        thread.join(wait)
+        if "error" in outcome:
+            raise ValueError(f"{option} entry {name!r}: no such host (the name does not "
+                             f"resolve: {outcome['error']})")

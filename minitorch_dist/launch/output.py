@@ -33,10 +33,17 @@ class OutputDemux:
     occurred"), usually the echo of another rank's failure: they are held back and shown at
     the end only when no rank explained the failure (``release_mpi_messages``). Records
     relayed by ranks that cannot see the job directory go to ``relay``
-    (``relay.RecordRelay``)."""
+    (``relay.RecordRelay``).
 
-    def __init__(self, job_dir, out_sink=None, err_sink=None, relay=None):
+    ``tag`` starts each shown line with its rank ("[1] "); ``rank0_only`` shows only rank
+    0's standard output (the other ranks' standard error is still shown); the logs keep
+    everything."""
+
+    def __init__(self, job_dir, out_sink=None, err_sink=None, relay=None, tag=False,
+                 rank0_only=False):
         self.job_dir = job_dir
+        self.tag = tag
+        self.rank0_only = rank0_only
         self.relay = relay          # takes (name, record) of relayed records (relay)
         self.sinks = {"stdout": out_sink, "stderr": err_sink}
         self.logs = {}
@@ -81,6 +88,15 @@ class OutputDemux:
             sink.write(data)
             sink.flush()
 
+    def _show(self, rank, kind, text):
+        """Show one line of a rank: tagged with its rank when asked, and (``rank0_only``)
+        only rank 0's standard output."""
+        if kind == "stdout" and self.rank0_only and rank != 0:
+            return
+        if self.tag:
+            text = f"[{rank}] ".encode() + text
+        self._emit("stdout" if kind == "stdout" else "stderr", text)
+
     def _pump(self, stream, pipe):
         held = {}       # rank -> lines of an MPI help block (between dashed lines) held back
         for line in iter(pipe.readline, b""):
@@ -121,7 +137,7 @@ class OutputDemux:
             if kind != "stdout" and _MPI_ERROR_LINE.match(text):
                 self._hold_mpi_message([text])
                 continue
-            self._emit("stdout" if kind == "stdout" else "stderr", text)
+            self._show(rank, kind, text)
         for block in held.values():
             self._hold_mpi_message(block)
         pipe.close()

@@ -21,8 +21,13 @@ Like ``python -m mpi4py`` (which it replaces in the launcher) it runs the progra
   networks (``network``), and is released right after ``MPI_Init`` (``shim_release``),
   so the user's own sockets bind where the user says.
 
+* a usage error of the program's ``argparse`` parser (a mistyped option, the wrong ``-n``
+  for the script) goes to the failure record too: the launcher's report shows its message
+  and usage line once, instead of N copies of the usage block and "SystemExit: exit code 2".
+
 Without a job directory (started by hand) it prints the traceback like Python does.
 """
+import argparse
 import os
 import runpy
 import sys
@@ -74,6 +79,22 @@ def _user_traceback(exc):
     return exc
 
 
+class _UsageExit(SystemExit):
+    """An ``argparse`` usage error of the program, kept for the launcher's report."""
+
+    def __init__(self, usage, message):
+        super().__init__(2)
+        self.usage, self.message = usage, message
+
+
+def _report_usage_errors():
+    """Under the launcher, ``ArgumentParser.error`` raises ``_UsageExit`` instead of printing
+    the usage block on every rank (a parser class with its own ``error`` keeps it)."""
+    def error(parser, message):
+        raise _UsageExit(parser.format_usage().rstrip(), f"{parser.prog}: error: {message}")
+    argparse.ArgumentParser.error = error
+
+
 def _exit_code(code):
     if code is None:
         return 0
@@ -118,7 +139,15 @@ def main(argv=None):
     try:
         if os.environ.get(MODE_VARIABLE, "").startswith("net:"):
             release_after_mpi_init()     # MPI_Init opens its listeners under the shim
+        if watchdog.launched():
+            _report_usage_errors()
         run_program(argv)
+    except _UsageExit as exc:
+        watchdog.record_failure(message=f"{exc.message}\n{exc.usage}", kind="usage",
+                                fold=exc.message)
+        watchdog.record_exit(2)
+        sys.stdout.flush()
+        raise SystemExit(2)
     except SystemExit as exc:
         code = _exit_code(exc.code)
         if code != 0 and watchdog.launched():

@@ -16,6 +16,8 @@ import json
 import os
 import re
 
+from .record_check import record_problem
+
 __all__ = ["read_records", "format_report", "left_early_text", "rank_ranges", "rank_hint",
            "TRACEBACK_LINES"]
 
@@ -37,6 +39,8 @@ def read_records(job_dir):
             with open(os.path.join(job_dir, name)) as handle:
                 record = json.load(handle)
         except (OSError, ValueError):
+            continue
+        if record_problem(name, record) is not None:    # a malformed file: no report from it
             continue
         if name.startswith("failure."):
             failures.append(record)
@@ -131,7 +135,10 @@ def format_report(records, code, job_dir, mpi_text=""):
     lines.append(f"minitorch_dist.run: the job failed (exit code {code}). "
                  f"Rank {first['rank']} failed first"
                  + (f" (step {first['step']})" if first.get("step") is not None else "") + ":")
-    lines.append(f"  {first.get('summary', '').strip()}")
+    if first.get("kind") == "usage":      # the program's argparse error and its usage line
+        lines += ["  " + line for line in first.get("summary", "").strip().splitlines()]
+    else:
+        lines.append(f"  {first.get('summary', '').strip()}")
     if first.get("kind") == "exception":
         lines += ["    " + line for line in _tail(first.get("traceback"))]
     hint = rank_hint(first.get("summary"))

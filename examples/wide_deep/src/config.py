@@ -26,66 +26,66 @@ def argparse_init():
                     "official/recommend/Wide_and_Deep)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     data = parser.add_argument_group("data")
-    data.add_argument("--data_path", default=None,
+    data.add_argument("--data_path", "--data-path", "--data-dir", default=None,
                       help="folder with train.txt and test.txt in Criteo's tab-separated format; "
                            "it must exist (the script never invents data in place of a path you "
                            "gave). Left out: a synthetic set in " + DEFAULT_DATA_PATH)
-    data.add_argument("--synthetic_data", type=_flag, nargs="?", const=True, default=False,
+    data.add_argument("--synthetic_data", "--synthetic-data", type=_flag, nargs="?", const=True, default=False,
                       help="1: use (and if needed write) a synthetic set in --data_path; the "
                            "default when --data_path is left out")
-    data.add_argument("--train_rows", type=int, default=None,
+    data.add_argument("--train_rows", "--train-rows", type=int, default=None,
                       help="rows of the synthetic training split (default 60000 when it is "
                            "written; a value other than the existing set's rewrites it)")
-    data.add_argument("--test_rows", type=int, default=None,
+    data.add_argument("--test_rows", "--test-rows", type=int, default=None,
                       help="rows of the synthetic held-out split (default 10000)")
-    data.add_argument("--data_seed", type=int, default=None,
+    data.add_argument("--data_seed", "--data-seed", type=int, default=None,
                       help="the planted model's seed for the synthetic set (default 0)")
     data.add_argument("--threshold", type=int, default=5,
                       help="occurrences a categorical value needs in train.txt to get its own id "
                            "[MindSpore's preprocessing: 100 on 45M rows]")
     train = parser.add_argument_group("training")
-    train.add_argument("--device_target", default="GPU", choices=["CPU", "GPU"],
+    train.add_argument("--device_target", "--device-target", default="GPU", choices=["CPU", "GPU"],
                        help="where the network runs; without a real GPU, 'GPU' is the virtual GPU "
                             "(MINITORCH_DIST_VIRTUAL_GPU=1, set by this script)")
     train.add_argument("--epochs", type=int, default=5, help="training epochs [15]")
-    train.add_argument("--batch_size", type=int, default=500,
+    train.add_argument("--batch_size", "--batch-size", type=int, default=500,
                        help="rows per step on each rank [16000]")
-    train.add_argument("--eval_batch_size", type=int, default=4000, help="rows per evaluation batch")
-    train.add_argument("--host_device_mix", type=_flag, default=False,
+    train.add_argument("--eval_batch_size", "--eval-batch-size", type=int, default=4000, help="rows per evaluation batch")
+    train.add_argument("--host_device_mix", "--host-device-mix", type=_flag, default=False,
                        help="1: tables, lookups and both optimizers on the host, the MLP and the "
                             "loss on the device (MindSpore's host-device Wide&Deep)")
     train.add_argument("--sparse", type=_flag, default=False,
                        help="sparse table gradients (RowTensor) and lazy Adam; forced on by "
                             "--host_device_mix 1")
-    train.add_argument("--table_slice_mode", default="batch", choices=["batch", "row"],
+    train.add_argument("--table_slice_mode", "--table-slice-mode", default="batch", choices=["batch", "row"],
                        help="EmbeddingLookup slice_mode: batch_slice or table_row_slice")
-    train.add_argument("--wide_lr", type=float, default=5e-2, help="FTRL learning rate [5e-2]")
-    train.add_argument("--deep_lr", type=float, default=3.5e-4, help="Adam learning rate [3.5e-4]")
+    train.add_argument("--wide_lr", "--wide-lr", type=float, default=5e-2, help="FTRL learning rate [5e-2]")
+    train.add_argument("--deep_lr", "--deep-lr", type=float, default=3.5e-4, help="Adam learning rate [3.5e-4]")
     train.add_argument("--sens", type=float, default=1024.0, help="fixed loss scale [1024]")
-    train.add_argument("--l2_coef", type=float, default=8e-5,
+    train.add_argument("--l2_coef", "--l2-coef", type=float, default=8e-5,
                        help="L2 on the deep table (dropped with sparse tables) [8e-5]")
     train.add_argument("--seed", type=int, default=1, help="ms.set_seed")
     model = parser.add_argument_group("model")
-    model.add_argument("--vocab_size", type=int, default=None,
+    model.add_argument("--vocab_size", "--vocab-size", type=int, default=None,
                        help="embedding table rows (default: the vocabulary of train.txt; a larger "
                             "value makes a bigger table) [200000]")
-    model.add_argument("--emb_dim", type=int, default=8, help="deep embedding width [80]")
-    model.add_argument("--deep_layer_dim", type=int, nargs="+", default=[64, 32],
+    model.add_argument("--emb_dim", "--emb-dim", type=int, default=8, help="deep embedding width [80]")
+    model.add_argument("--deep_layer_dim", "--deep-layer-dim", type=int, nargs="+", default=[64, 32],
                        help="hidden widths of the deep MLP [1024 512 256 128]")
-    model.add_argument("--deep_layer_act", default="relu", choices=["relu", "sigmoid", "tanh"])
-    model.add_argument("--keep_prob", type=float, default=1.0, help="dropout keep probability")
-    model.add_argument("--dropout_flag", type=_flag, default=False, help="dropout in the deep MLP")
+    model.add_argument("--deep_layer_act", "--deep-layer-act", default="relu", choices=["relu", "sigmoid", "tanh"])
+    model.add_argument("--keep_prob", "--keep-prob", type=float, default=1.0, help="dropout keep probability")
+    model.add_argument("--dropout_flag", "--dropout-flag", type=_flag, default=False, help="dropout in the deep MLP")
     output = parser.add_argument_group("output")
-    output.add_argument("--print_every", type=int, default=20,
+    output.add_argument("--print_every", "--print-every", type=int, default=20,
                         help="print the losses every N steps (0: never) [1]")
-    output.add_argument("--eval_every", type=int, default=1,
+    output.add_argument("--eval_every", "--eval-every", type=int, default=1,
                         help="evaluate AUC on test.txt every N epochs (0: only at the end)")
-    output.add_argument("--loss_file_name", default="",
+    output.add_argument("--loss_file_name", "--loss-file-name", default="",
                         help="also write each rank's loss lines to OUTPUT_PATH/rank_<r>/<this name>")
-    output.add_argument("--output_path", default=os.path.join(os.path.dirname(EXAMPLE_DIR), "output",
+    output.add_argument("--output_path", "--output-path", default=os.path.join(os.path.dirname(EXAMPLE_DIR), "output",
                                                               "wide_deep"),
                         help="where loss files go")
-    output.add_argument("--placement_report", type=_flag, default=False,
+    output.add_argument("--placement_report", "--placement-report", type=_flag, default=False,
                         help="print ms.placement_report() and the transfer counters at the end")
     return parser
 

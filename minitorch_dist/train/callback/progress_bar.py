@@ -1,11 +1,15 @@
 """ProgressBar: a tqdm bar over the steps of each epoch, with the loss as postfix."""
+import os
 import sys
 import time
 
 from ._callback import Callback
 from .loss_monitor import loss_value
 
-__all__ = ["ProgressBar"]
+__all__ = ["ProgressBar", "terminal_output"]
+
+# set in every rank by mpiexec (Open MPI, MPICH/Hydra, PMIx)
+_MPI_RANK_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
 
 
 def _is_tty(stream):
@@ -15,11 +19,21 @@ def _is_tty(stream):
         return False
 
 
+def terminal_output(stream=None):
+    """Whether ``stream`` (default: standard output) is a terminal a bar can redraw: not
+    inside an MPI job, whose ranks' output mpiexec forwards line by line through a
+    pseudo-terminal (a bar's carriage returns would pile up into one endless line)."""
+    if any(os.environ.get(name) for name in _MPI_RANK_VARIABLES):
+        return False
+    return _is_tty(sys.stdout if stream is None else stream)
+
+
 class ProgressBar(Callback):
     """One tqdm progress bar per training epoch (steps done, rate, time left, loss).
 
-    The bar is off when standard output is not a terminal (logs and CI stay clean) unless
-    ``force=True``; ``force=False`` always turns it off. The loss shown is refreshed at most
+    The bar is off when standard output is not a terminal (logs and CI stay clean), and in
+    the ranks of an MPI job (``terminal_output``), unless ``force=True``; ``force=False``
+    always turns it off. The loss shown is refreshed at most
     every ``refresh_seconds`` (reading it waits for the device). ``file`` defaults to
     standard error, like tqdm.
     """
@@ -40,7 +54,7 @@ class ProgressBar(Callback):
         return self._enabled
 
     def on_train_begin(self, run_context):
-        self._enabled = bool(self.force) if self.force is not None else _is_tty(sys.stdout)
+        self._enabled = bool(self.force) if self.force is not None else terminal_output()
 
     def on_train_epoch_begin(self, run_context):
         if not self._enabled:
