@@ -30,6 +30,10 @@ PAGES = [
     "docs/architecture.md",
     "docs/model_zoo_wide_deep.md",
     "docs/performance.md",
+    "docs/sharding.md",
+    "docs/failures.md",
+    "docs/porting_mindspore.md",
+    "docs/memory_and_communication.md",
 ]
 FRAGMENT = "<!-- fragment -->"
 _FENCE = re.compile(r"^```(\w*)\s*$")
