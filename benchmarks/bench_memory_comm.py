@@ -3,7 +3,8 @@
 1. **optimizer parallel**: per-rank bytes of parameters + optimizer state with
    ``enable_parallel_optimizer`` / without, Adam on an MLP (784-512-512-10) over 8 ranks
    (threads with an in-process communicator): states alone (target <= 1/8 + padding) and
-   parameters + states (weights stay whole here: (1 + 2/8) / 3 is the floor);
+   parameters + states (weights stay whole at level1: (1 + 2/8) / 3 is the floor; at
+   ``optimizer_level="level3"`` they are sliced between steps too: target 1/8 + padding);
 2. **recompute**: peak traced host memory of one training step of a deep MLP with every
    block recomputed / without, and the time it costs (medians of interleaved repeats);
 3. **communication calls per step**, data parallel on 2 ranks: gradient allreduces with
@@ -29,6 +30,7 @@ import minitorch_dist as ms  # noqa: E402
 from minitorch_dist import nn  # noqa: E402
 from minitorch_dist.communication import run_ranks  # noqa: E402
 from minitorch_dist.parallel import DistributedGradReducer  # noqa: E402
+from minitorch_dist.parallel.data_parallel import weight_slicing  # noqa: E402
 from minitorch_dist.parallel.nn import GradAccumulation  # noqa: E402
 from minitorch_dist.parallel.sharding.scope import sharding_world  # noqa: E402
 
@@ -44,8 +46,10 @@ def _mlp(sizes, values=None):
 
 
 def _state_and_param_bytes(opt):
+    """Bytes this rank keeps between steps: states, and parameters (a level3 weight: its
+    slice only)."""
     state = sum(s.data.nbytes for p in opt.parameters for s in opt.states_of(p))
-    return state, sum(p.data.nbytes for p in opt.parameters)
+    return state, sum(weight_slicing.resident_bytes(p) for p in opt.parameters)
 
 
 def optimizer_parallel(ranks=8, batch=32):
@@ -69,18 +73,23 @@ def optimizer_parallel(ranks=8, batch=32):
             return _state_and_param_bytes(opt)
 
     results = {}
-    for enabled in (False, True):
+    for level in (None, "level1", "level3"):
         ms.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True,
-                                     enable_parallel_optimizer=enabled)
-        results[enabled] = run_ranks(ranks, rank, timeout=120)[0]
+                                     enable_parallel_optimizer=level is not None,
+                                     parallel_optimizer_config={"optimizer_level":
+                                                                level or "level1"})
+        results[level] = run_ranks(ranks, rank, timeout=120)[0]
         ms.reset_auto_parallel_context()
-    (state0, param0), (state1, param1) = results[False], results[True]
+    (state0, param0), (state1, param1) = results[None], results["level1"]
+    state3, param3 = results["level3"]
     print(f"1. optimizer parallel, Adam, {ranks} ranks, MLP 784-512-512-10 "
           f"({param0:,} parameter bytes per rank)")
     print(f"   optimizer state bytes per rank: {state1:,} / {state0:,} = "
           f"{state1 / state0:.4f}   (1/{ranks} = {1 / ranks:.4f})")
     print(f"   parameters + state per rank:    {param1 + state1:,} / {param0 + state0:,} = "
           f"{(param1 + state1) / (param0 + state0):.4f}   (weights stay whole)")
+    print(f"   level3 parameters + state:      {param3 + state3:,} / {param0 + state0:,} = "
+          f"{(param3 + state3) / (param0 + state0):.4f}   (weights sliced between steps)")
 
 
 class _Block(nn.Cell):

@@ -17,6 +17,9 @@ def test_bench_memory_comm_prints_the_savings():
     assert 0.125 <= state < 0.14          # 1/8, plus the small parameters kept whole
     both = float(re.search(r"parameters \+ state per rank: .* = ([0-9.]+)", out).group(1))
     assert both < 0.43
+    # level3 slices the weights too: 1/8 plus the parameters under the 64 KB threshold
+    level3 = float(re.search(r"level3 parameters \+ state: .* = ([0-9.]+)", out).group(1))
+    assert 0.125 <= level3 < 0.14
     peak = float(re.search(r"peak traced memory of a step: .* = ([0-9.]+)", out).group(1))
     assert peak < 0.9
     assert re.search(r"step time: .* = [0-9.]+", out)

@@ -79,7 +79,7 @@ def _check_pipeline_config(value):
     return {"pipeline_scheduler": scheduler.lower(), "pipeline_interleave": interleave}
 
 
-_OPTIMIZER_LEVELS = ("level1", "level2")
+_OPTIMIZER_LEVELS = ("level1", "level2", "level3")
 
 
 def check_parallel_optimizer_config(value):
@@ -87,7 +87,8 @@ def check_parallel_optimizer_config(value):
     ``parallel_optimizer_threshold`` (KB, int >= 0: smaller parameters stay whole),
     ``optimizer_weight_shard_size`` (ranks a state is sliced over, -1: the data-parallel
     group) and ``optimizer_level`` ("level1": states sliced; "level2": gradients too, which
-    the reduce-scatter does either way). Missing keys keep their defaults."""
+    the reduce-scatter does either way; "level3": weights too, kept sliced between steps,
+    data parallel only). Missing keys keep their defaults."""
     if not isinstance(value, dict):
         raise ValueError("parallel_optimizer_config must be a dict such as "
                          "{'optimizer_weight_shard_size': 2}, got " + repr(value))
@@ -114,11 +115,6 @@ def check_parallel_optimizer_config(value):
         raise ValueError("parallel_optimizer_config: optimizer_weight_shard_size must be -1 (the "
                          f"whole data-parallel group) or a positive int, got {size!r}")
     level = merged["optimizer_level"]
-    if level == "level3":
-        raise NotImplementedError(
-            "parallel_optimizer_config: optimizer_level='level3' (weights kept sliced between "
-            "steps and gathered at each use) is not implemented; 'level1' and 'level2' slice "
-            "the optimizer states and reduce-scatter the gradients")
     if level not in _OPTIMIZER_LEVELS:
         raise ValueError(f"parallel_optimizer_config: optimizer_level must be one of "
                          f"{_OPTIMIZER_LEVELS}, got {level!r}")

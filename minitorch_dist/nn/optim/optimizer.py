@@ -264,10 +264,12 @@ class Optimizer(Cell):
         whole parameter from every rank's slice."""
         device = param.device
         xp = device.xp
-        flat = param.data.reshape(-1)
-        work = flat[piece.start:piece.stop]
-        if not xp.shares_memory(work, param.data):     # a non-contiguous parameter: a copy
-            work = work.copy()
+        if piece.read is not None:      # a weight kept sliced between steps: its own piece
+            work = piece.read(param)
+        else:
+            work = param.data.reshape(-1)[piece.start:piece.stop]
+            if not xp.shares_memory(work, param.data):   # a non-contiguous parameter: a copy
+                work = work.copy()
         if isinstance(grad, GradientPiece):
             if (grad.start, grad.stop) != (piece.start, piece.stop):
                 raise ValueError(f"{type(self).__name__}: the gradient of {param.name!r} holds "

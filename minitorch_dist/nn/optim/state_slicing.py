@@ -8,9 +8,10 @@ by a higher layer (the parallel layer installs a planner with ``set_state_slice_
 this module holds only the vocabulary the optimizer understands, so ``nn`` imports nothing
 from ``parallel``:
 
-* ``StateSlice(start, stop, finish)``: this rank updates the flat elements
+* ``StateSlice(start, stop, finish, read=None)``: this rank updates the flat elements
   ``[start, stop)`` of the parameter; ``finish(param, piece)`` is called after the update
-  with the updated flat piece and writes the whole parameter (an all-gather);
+  with the updated flat piece and writes the whole parameter (an all-gather) or keeps the
+  piece alone (weights sliced between steps, whose ``read(param)`` gives the piece);
 * ``GradientPiece(values, start, stop, shape)``: a gradient that arrives already cut to the
   rank's slice (a reduce-scatter made it), standing in for the whole gradient of ``shape``.
 
@@ -25,12 +26,15 @@ __all__ = ["StateSlice", "GradientPiece", "SlicePlan", "set_state_slice_planner"
 
 class StateSlice:
     """This rank's flat range ``[start, stop)`` of one parameter; ``finish(param, piece)``
-    rebuilds the whole parameter from every rank's updated piece."""
+    rebuilds the whole parameter from every rank's updated piece. ``read(param)``, when
+    given, returns the slice's current values (a parameter whose weight is kept sliced
+    between steps has no whole values to cut them from)."""
 
-    __slots__ = ("start", "stop", "finish")
+    __slots__ = ("start", "stop", "finish", "read")
 
-    def __init__(self, start, stop, finish):
+    def __init__(self, start, stop, finish, read=None):
         self.start, self.stop, self.finish = int(start), int(stop), finish
+        self.read = read
 
     @property
     def size(self):

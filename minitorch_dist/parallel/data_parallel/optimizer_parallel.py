@@ -9,7 +9,13 @@ Where the gradient comes through ``DistributedGradReducer`` (data parallel), it 
 reduce-scattered rather than all-reduced: each rank receives only its slice's sum.
 
 The plan is per parameter and depends only on its size, the group and the context, so every
-rank computes the same plan without exchanging anything:
+rank computes the same plan without exchanging anything.
+
+At ``optimizer_level="level3"`` (data parallel only) the updated slices are not gathered
+after the step: each sliced weight keeps its slice alone and is gathered whole at its next
+use (``weight_slicing.py``), so between steps a rank holds 1/k of the weights as well.
+
+The plan:
 
 * a parameter is sliced when it is trained, ``Parameter.parallel_optimizer`` is True, it is
   no row-sliced table, and it holds at least ``parallel_optimizer_threshold`` KB (MindSpore's
@@ -24,6 +30,7 @@ import math
 import weakref
 
 from ...nn.optim import state_slicing
+from . import weight_slicing
 from ...runtime import _once
 from ..comm.collectives import communicator_for
 from ..comm_fusion import groups_for
@@ -134,16 +141,39 @@ class _Gathers(state_slicing.SlicePlan):
     """An optimizer's plan whose updated slices are all-gathered at ``flush``, one call per
     fusion group (``comm_fusion``'s allgather settings or the cells' fusion ids)."""
 
-    def __init__(self, slices, group_of):
+    def __init__(self, slices, group_of, level3=False):
         super().__init__(slices)
         self.group_of = group_of        # id(param) -> (comm, fusion key)
         self.pending = []
+        self.level3 = level3            # weights kept sliced: no gather, the next use gathers
+        self.members = []               # level3: (param, comm, start, stop) of each slice
+        self.member_of = {}             # level3: id(param) -> its entry of members
+
+    def read(self, param):
+        """Level 3: the current values of ``param``'s slice (``state_slicing.StateSlice``)."""
+        _, _, start, stop = self.member_of[id(param)]
+        return weight_slicing.current_slice(param, start, stop)
+
+    def _release(self, pending):
+        """Level 3: every sliced weight keeps its (updated) slice only; one not updated this
+        step but gathered by a use is cut back too."""
+        updated = {id(param): piece for param, piece in pending}
+        for param, comm, start, stop in self.members:
+            piece = updated.get(id(param))
+            if piece is None:
+                if weight_slicing.is_sliced(param):
+                    continue
+                piece = param.data.reshape(-1)[start:stop]
+            weight_slicing.release(param, comm, start, stop, piece)
 
     def add(self, param, piece):
         self.pending.append((param, piece))
 
     def flush(self):
         pending, self.pending = self.pending, []
+        if self.level3:
+            self._release(pending)
+            return
         groups = {}
         for param, piece in pending:
             comm, key = self.group_of[id(param)]
@@ -232,6 +262,24 @@ def _reduce_scatter(comm, params, arrays, members, divisor):
     return out
 
 
+def _level3_checked():
+    """True for ``optimizer_level="level3"`` (weights sliced between steps), which acts in
+    data parallel only: the other styles are refused by name, alike on every rank."""
+    if get_auto_parallel_context("parallel_optimizer_config")["optimizer_level"] != "level3":
+        return False
+    mode = get_auto_parallel_context("parallel_mode")
+    if mode != ParallelMode.DATA_PARALLEL:
+        raise NotImplementedError(
+            f"parallel_optimizer_config: optimizer_level='level3' (weights sliced between "
+            f"steps) acts under parallel_mode='data_parallel' only, not {mode!r}: operator-"
+            f"sharded (semi/auto/hybrid parallel) parameters keep whole weights; use 'level1'")
+    if get_auto_parallel_context("pipeline_stages") > 1:
+        raise NotImplementedError(
+            "parallel_optimizer_config: optimizer_level='level3' (weights sliced between "
+            "steps) is not supported with pipeline_stages > 1; use 'level1'")
+    return True
+
+
 def _plan(optimizer):
     """The planner ``state_slicing`` asks at every optimizer step (cached per optimizer)."""
     if not parallel_optimizer_on():
@@ -243,18 +291,23 @@ def _plan(optimizer):
     cached = _plans.get(optimizer)
     if cached is not None and cached[0] == key:
         return cached[1]
+    level3 = _level3_checked()
     found = [parameter_slice(param, world) for param in optimizer.parameters]
     sliced = [p for p, f in zip(optimizer.parameters, found) if f is not None]
     keys = iter(_fusion_keys("allgather", sliced))
     group_of, slices = {}, []
-    plan = _Gathers([], group_of)
+    plan = _Gathers([], group_of, level3)
     for param, slice_ in zip(optimizer.parameters, found):
         if slice_ is None:
             slices.append(None)
             continue
         comm, start, stop = slice_
         group_of[id(param)] = (comm, next(keys))
-        slices.append(state_slicing.StateSlice(start, stop, plan.add))
+        if level3:
+            plan.members.append((param, comm, start, stop))
+            plan.member_of[id(param)] = plan.members[-1]
+        slices.append(state_slicing.StateSlice(start, stop, plan.add,
+                                               plan.read if level3 else None))
     plan.extend(slices)
     _plans[optimizer] = (key, plan)
     return plan
