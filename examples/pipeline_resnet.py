@@ -339,9 +339,8 @@ def create_dataset(data_path, repeat_num=1, batch_size=32, num_samples=None):
     """CIFAR-10 from ``data_path``: the sample code's pipeline, sharded by pipeline replica.
 
     The ranks of one pipeline replica (one rank per stage) must read the same batches, so the
-    shards are replicas, not ranks. Not here: the sample's RandomCrop, RandomHorizontalFlip
-    and Resize to 224x224 (no such transforms in ``ds.vision``; 32x32 inputs are also what
-    keeps this runnable on CPUs).
+    shards are replicas, not ranks. Not here: the sample's Resize to 224x224 (32x32 inputs
+    keep this runnable on CPUs; ``examples/pipeline_resnet50_cifar.py`` has its augmentation).
     """
     rescale = 1.0 / 255.0
     shift = 0.0

@@ -78,7 +78,7 @@ def test_two_stages_times_two_replicas_with_merged_checkpoint(tmp_path):
     ("negative_stage", 2, "non-negative"),
     ("bool_stage", 2, "must be an int, got True"),
     ("stage_too_large", 2, "pipeline_stage 2, but pipeline_stages is 2"),
-    ("dataset_sharded_by_rank", 2, "shard by replica with num_shards, shard_id"),
+    ("stages_read_different_shards", 2, "pipeline stages 0 and 1 of replica 0 disagree about the data"),
 ])
 def test_bad_input_is_a_clear_error_on_every_rank(mode, world, expected):
     done, _ = launch(world, BAD, mode)

@@ -13,6 +13,8 @@
 from . import config, transforms, vision
 from .engine import Dataset
 from . import operations    # the nodes behind Dataset.map/batch/shuffle/repeat/take
+from . import combine       # ... and behind project/rename/zip/concat
+from .combine import zip_datasets as zip    # noqa: A004  (MindSpore's ds.zip)
 from .array_source import ArraySourceDataset
 from .numpy_slices import NumpySlicesDataset
 from .generator import GeneratorDataset
@@ -32,4 +34,4 @@ __all__ = ["config", "transforms", "vision", "Dataset", "ArraySourceDataset", "N
            "GeneratorDataset", "MnistDataset", "Cifar10Dataset", "write_mnist_idx",
            "write_cifar10_bin", "read_idx", "write_idx", "load_digits", "write_digits_as_mnist", "upsample_to_mnist",
            "CriteoDataset", "CriteoVocab", "write_synthetic_criteo", "Schema", "Shuffle",
-           "TFRecordDataset", "write_tfrecord", "MindDataset"]
+           "TFRecordDataset", "write_tfrecord", "MindDataset", "zip"]

@@ -128,6 +128,35 @@ class Dataset:
         """Only the first ``count`` rows (-1: all)."""
         return self._operations["take"](self, count)
 
+    def project(self, columns):
+        """Only ``columns`` (a name or a list), in that order."""
+        return self._operations["project"](self, columns)
+
+    def rename(self, input_columns, output_columns):
+        """Call ``input_columns`` ``output_columns`` (names or equally long lists)."""
+        return self._operations["rename"](self, input_columns, output_columns)
+
+    def zip(self, datasets):
+        """This dataset's columns beside those of ``datasets`` (one or a tuple); as many rows
+        as the shortest has. Column names must not repeat."""
+        others = list(datasets) if isinstance(datasets, (list, tuple)) else [datasets]
+        return self._operations["zip"]([self, *others])
+
+    def concat(self, datasets):
+        """This dataset's rows, then those of ``datasets`` (one or a list); same columns.
+
+        >>> import numpy as np, minitorch_dist.dataset as ds
+        >>> a = ds.NumpySlicesDataset({"x": np.arange(2)}, shuffle=False)
+        >>> b = ds.NumpySlicesDataset({"x": np.arange(5, 7)}, shuffle=False)
+        >>> [int(x) for (x,) in (a + b).create_tuple_iterator(output_numpy=True)]
+        [0, 1, 5, 6]
+        """
+        others = list(datasets) if isinstance(datasets, (list, tuple)) else [datasets]
+        return self._operations["concat"]([self, *others])
+
+    def __add__(self, other):
+        return self.concat(other)
+
     # ---- information ----------------------------------------------------------------------
     def get_dataset_size(self):
         """Rows (batches after ``batch``) one epoch yields on this shard.

@@ -52,12 +52,12 @@ try:
         nn.Dense(2, 2).pipeline_stage = True
     elif mode == "stage_too_large":
         build(order=(0, 2))
-    elif mode == "dataset_sharded_by_rank":
+    elif mode == "stages_read_different_shards":
         import minitorch_dist.dataset as ds
         net, pipe = build()
         data = ds.NumpySlicesDataset({"x": np.ones((8, 4), np.float32),
                                       "y": np.zeros((8, 2), np.float32)}, shuffle=False,
-                                     num_shards=world, shard_id=rank).batch(4)
+                                     num_shards=2 * world, shard_id=rank).batch(4)
         opt = nn.SGD(net.infer_param_pipeline_stage(), 0.1)
         ms.Model(pipe, optimizer=opt).train(1, data)
     elif mode == "raise_on_last_stage":

@@ -9,7 +9,7 @@ import numbers
 
 import numpy as np
 
-from .transforms import Transform
+from ..transforms import Transform
 
 
 def _as_float32(image):

@@ -1,4 +1,4 @@
-"""Generic data transforms (``ds.transforms``): ``TypeCast``, ``Compose`` and the base class.
+"""The transform base class, ``TypeCast``, ``Compose`` and how ``map`` applies a list.
 
 A transform is a callable on one sample's arrays. A transform that can also work on a
 whole stack of samples (leading axis = samples) with the same result per sample defines
