@@ -85,6 +85,11 @@ class Device:
     def name(self):
         return "CPU" if self.is_host else f"GPU:{self.index}"
 
+    def id(self):
+        """SINGA's ``Device.id()`` (SINGA scripts call ``t.device.id()``): the GPU ordinal,
+        or -1 for the host."""
+        return -1 if self.is_host else self.index
+
     def __repr__(self):
         suffix = " (virtual)" if self.virtual else ""
         return f"Device({self.name}{suffix})"

@@ -19,9 +19,18 @@ supported; an unsupported SINGA name raises an error that names it.
 >>> isinstance(singa.NcclIdHolder(), singa.NcclIdHolder)
 True
 """
-from . import device, tensor, autograd, layer, model, opt, singa_wrap
+from . import device, tensor, autograd, layer, model, opt, singa_wrap, initializer
 from .singa_wrap import NcclIdHolder
 from .unsupported import SingaNotSupported
 
-__all__ = ["device", "tensor", "autograd", "layer", "model", "opt", "singa_wrap",
+
+def __getattr__(name):
+    # sonnx needs the optional onnx package: imported on first use, as `from ... import sonnx`
+    if name == "sonnx":
+        import importlib
+        return importlib.import_module(__name__ + ".sonnx")
+    raise AttributeError(f"module minitorch_dist.singa has no attribute {name!r}")
+
+__all__ = ["device", "tensor", "autograd", "layer", "model", "opt", "singa_wrap", "initializer",
+           "sonnx",
            "NcclIdHolder", "SingaNotSupported"]

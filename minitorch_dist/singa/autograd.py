@@ -34,11 +34,30 @@ from . import functional as _f
 from .operator import Operator
 from .tensor import Tensor
 from .unsupported import module_getattr
+from .results import facade_call
+from .np_functions import FUNCTIONS as _NP_FUNCTIONS, OPERATORS as _NP_OPERATORS
+from . import functional_checked as _checked
 
 training = False
 flags.keep_in(sys.modules[__name__])    # the flag stays a plain attribute here, as in SINGA
 
 __all__ = ["training", "backward", "gradients", "Operator", "Tensor"] + list(_FUNCTIONS)
+
+
+def _facaded(fn):
+    """``fn`` returning facade Tensors whose ``creator`` can back-propagate."""
+    def call(*args, **kwargs):
+        return facade_call(fn, *args, **kwargs)
+    call.__name__, call.__doc__, call.__wrapped__ = fn.__name__, fn.__doc__, fn
+    return call
+
+
+for _name in _FUNCTIONS:
+    globals()[_name] = _facaded(getattr(_f, _name))
+globals().update(_NP_FUNCTIONS)
+globals().update(_checked.FUNCTIONS)
+globals().update(_NP_OPERATORS)
+__all__ += sorted(set(_NP_FUNCTIONS) | set(_NP_OPERATORS))
 
 
 def backward(y, dy=None):
@@ -85,21 +104,21 @@ class _Builtin(Operator):
 
     def __call__(self, *xs):
         self.requires_grad = any(getattr(x, "requires_grad", False) for x in xs)
-        return (type(self)._fn(*xs, *self.settings, **self.named),)
+        return (facade_call(type(self)._fn, *xs, *self.settings, **self.named),)
 
 
 class _WithTarget(_Builtin):
     """Loss operators take the target at construction: ``Cls(t)(x)``."""
 
     def __call__(self, x):
-        return (type(self)._fn(x, *self.settings, **self.named),)
+        return (facade_call(type(self)._fn, x, *self.settings, n_grads=1, **self.named),)
 
 
 class _ListInput(_Builtin):
     """``Concat(axis)(*xs)``."""
 
     def __call__(self, *xs):
-        return (type(self)._fn(list(xs), *self.settings, **self.named),)
+        return (facade_call(type(self)._fn, list(xs), *self.settings, **self.named),)
 
 
 def _operator(name, fn, base=_Builtin):
@@ -128,37 +147,31 @@ class AddBias(_Builtin):
     """SINGA's ``AddBias(axis=0)(x, b)[0]`` = ``autograd.add_bias(x, b, axis)``."""
 
     def __call__(self, x, b):
-        return (_f.add_bias(x, b, *self.settings, **self.named),)
+        return (facade_call(_f.add_bias, x, b, *self.settings, **self.named),)
 
 
 class Gemm(_Builtin):
     """SINGA's ``Gemm(alpha, beta, transA, transB)(A, B, C)[0]`` = ``autograd.gemm``."""
 
     def __call__(self, A, B, C=None):
-        return (_f.gemm(A, B, C, *self.settings, **self.named),)
+        return (facade_call(_f.gemm, A, B, C, *self.settings, **self.named),)
 
 
 class Dropout(_Builtin):
     """SINGA's ``Dropout(seed=0, ratio=0.5)(x)[0]`` = ``autograd.dropout``."""
 
     def __call__(self, x):
-        return (_f.dropout(x, *self.settings, **self.named),)
+        return (facade_call(_f.dropout, x, *self.settings, **self.named),)
 
 
 SoftMaxCrossEntropy = _operator("SoftMaxCrossEntropy", _f.softmax_cross_entropy, _WithTarget)
 CrossEntropy = _operator("CrossEntropy", _f.cross_entropy, _WithTarget)
 BinaryCrossEntropy = _operator("BinaryCrossEntropy", _f.binary_cross_entropy, _WithTarget)
-MeanSquareError = _operator("MeanSquareError", _f.mse_loss, _WithTarget)
 Concat = _operator("Concat", _f.cat, _ListInput)
 
 __all__ += [n for n in _CLASSES] + ["SoftMaxCrossEntropy", "CrossEntropy",
-                                    "BinaryCrossEntropy", "MeanSquareError", "Concat"]
+                                    "BinaryCrossEntropy", "Concat"]
 
-_UNSUPPORTED = {name: "write it as an autograd.Operator subclass (forward/backward on "
-                "arrays) or compose the supported functions" for name in (
-                    "scatter_elements", "ScatterElements", "prelu", "PRelu", "elu", "Elu",
-                    "selu", "SeLU", "ranking_loss", "RankingLoss", "_RNN", "CosSim", "cossim",
-                    "upsample", "UpSample", "depth_to_space", "space_to_depth", "Embedding",
-                    "embedding", "onehot", "OneHot", "nonzero", "where", "pad", "Pad",
-                    "split", "Split", "tile", "Tile", "gather", "Gather", "expand", "Expand")}
+_UNSUPPORTED = {"_RNN": "use layer.RNN / layer.LSTM (compositions of autograd operators)",
+                "CudnnRNN": "cuDNN's fused RNN needs CUDA; use layer.RNN / layer.LSTM"}
 __getattr__ = module_getattr("autograd", _UNSUPPORTED, __all__)

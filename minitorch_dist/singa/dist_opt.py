@@ -22,7 +22,7 @@ from ..parallel.data_parallel.dist_opt import DistOpt as CoreDistOpt
 from ..tensor import Tensor as CoreTensor
 from . import tape as _tape
 from .optimizer import SGD, Optimizer, _tape_gradients
-from .unsupported import not_supported
+
 
 __all__ = ["DistOpt"]
 
@@ -78,8 +78,11 @@ class DistOpt(CoreDistOpt):
         self._bind_params(model.trainable_params())
 
     def _bind_params(self, params):
-        if self._bound:
-            self.opt._bind(params)      # raises if these are another model's parameters
+        if self._bound:     # every rank must exchange one set: a changed set is refused
+            if [id(p) for p in params] != [id(p) for p in self.opt.core.parameters]:
+                raise RuntimeError("opt.DistOpt: this optimizer already updates another "
+                                   "model's parameters (every rank must exchange one set); "
+                                   "create a new DistOpt for the changed model")
             return
         self.opt._bind(params)
         device = params[0].device
@@ -176,29 +179,68 @@ class DistOpt(CoreDistOpt):
         (after your own ``all_reduce`` of ``grad``)."""
         self.opt.update(param, grad / self.world_size)
 
-    def _unsupported(self, name):
-        raise not_supported(f"DistOpt.{name}", "the backward_and_* methods fuse, cast and "
-                            "sparsify the gradients themselves")
+    # SINGA's fusion buffer: arrays queued with send=False go with the next send=True;
+    # an array queued twice is reduced once (its copies in SINGA's buffer are identical)
+    def _fused(self, tensors, send, reduce_one):
+        pending = self.__dict__.setdefault("_pending_fused", {})
+        for t in tensors:
+            array = t.data if isinstance(t, CoreTensor) else t
+            pending[id(array)] = array
+        if send:
+            for array in pending.values():
+                reduce_one(array)
+            pending.clear()
 
     def fused_all_reduce(self, tensors, send=True):
-        """Not supported: ``backward_and_update`` fuses the gradients itself."""
-        self._unsupported("fused_all_reduce")
+        """Sum the arrays over the ranks, in place; ``send=False`` queues them for the next
+        call with ``send=True`` (SINGA's fusion buffer)."""
+        self._fused(list(tensors), send, self.all_reduce)
 
     def all_reduce_half(self, tensor):
-        """Not supported: ``backward_and_update_half`` casts the gradients itself."""
-        self._unsupported("all_reduce_half")
+        """Sum over the ranks in float16 (SINGA's half-precision exchange), in place."""
+        array = tensor.data if isinstance(tensor, CoreTensor) else tensor
+        half = array.astype(np.float16)
+        self.all_reduce(half)
+        array[...] = half.astype(array.dtype)
+        return tensor
 
     def fused_all_reduce_half(self, tensors, send=True):
-        """Not supported: ``backward_and_update_half`` fuses and casts itself."""
-        self._unsupported("fused_all_reduce_half")
+        """``fused_all_reduce`` in float16."""
+        self._fused(list(tensors), send, self.all_reduce_half)
 
     def sparsification(self, tensor, accumulation, spars, topK):
-        """Not supported: ``backward_and_sparse_update`` sparsifies itself."""
-        self._unsupported("sparsification")
+        """Sum a sparsified gradient over the ranks, in place: the values with ``|g| >=
+        spars`` (or, with ``topK``, the ``spars`` fraction of largest magnitude); with
+        ``accumulation``, the residual is added first and what was not sent is kept there."""
+        array = tensor.data if isinstance(tensor, CoreTensor) else tensor
+        acc = None if accumulation is None else (
+            accumulation.data if isinstance(accumulation, CoreTensor) else accumulation)
+        if acc is not None:
+            array += acc
+        mag = abs(array).reshape(-1)
+        if topK:
+            k = max(1, int(round(float(spars) * mag.size)))
+            keep = np.zeros(mag.size, bool)
+            keep[np.argsort(-mag, kind="stable")[:k]] = True
+            keep = keep.reshape(array.shape)
+        else:
+            keep = abs(array) >= spars
+        sent = np.where(keep, array, 0).astype(array.dtype)
+        if acc is not None:
+            acc[...] = array - sent
+        self.all_reduce(sent)
+        array[...] = sent
+        return tensor
 
     def fused_sparsification(self, tensors, accumulation, spars, topK):
-        """Not supported: ``backward_and_sparse_update`` sparsifies itself."""
-        self._unsupported("fused_sparsification")
+        """``sparsification`` of the arrays taken as one flat vector."""
+        arrays = [t.data if isinstance(t, CoreTensor) else t for t in tensors]
+        flat = np.concatenate([a.reshape(-1) for a in arrays])
+        self.sparsification(flat, accumulation, spars, topK)
+        offset = 0
+        for a in arrays:
+            a.reshape(-1)[...] = flat[offset:offset + a.size]
+            offset += a.size
 
     def __repr__(self):
         state = "bound" if self._bound else "not yet bound"

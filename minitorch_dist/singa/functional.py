@@ -312,14 +312,34 @@ def dropout(x, seed=0, ratio=0.5):
 
 
 # ---- convolution, pooling, normalisation --------------------------------------------------
+def _wide_pool(x, kernel_size, stride, padding, is_max):
+    """Padding past half the kernel (SINGA accepts it): singa/pool_wide.py; else None."""
+    from . import pool_wide
+
+    def pair(v):
+        return tuple(v) if isinstance(v, (tuple, list)) else (int(v), int(v))
+    kernel, pad = pair(kernel_size), pair(padding)
+    if not pool_wide.needs_wide(kernel, pad):
+        return None
+    name = "max_pool_2d" if is_max else "avg_pool_2d"
+    return pool_wide.pool(_tensor(x, name), kernel, pair(stride or kernel_size), pad, is_max,
+                          f"autograd.{name}")
+
+
 def max_pool_2d(x, kernel_size, stride=None, padding=0):
     """Max pooling over NCHW input (stride defaults to the kernel size)."""
+    wide = _wide_pool(x, kernel_size, stride, padding, True)
+    if wide is not None:
+        return wide
     return ops.max_pool2d(_tensor(x, "max_pool_2d"), kernel_size, stride, padding)
 
 
 def avg_pool_2d(x, kernel_size, stride=None, padding=0):
     """Average pooling over NCHW input; padding is left out of the count (SINGA's CPU and
     cuDNN kernels exclude it)."""
+    wide = _wide_pool(x, kernel_size, stride, padding, False)
+    if wide is not None:
+        return wide
     return ops.avg_pool2d(_tensor(x, "avg_pool_2d"), kernel_size, stride, padding,
                           count_include_pad=False)
 

@@ -25,10 +25,13 @@ from .layer_basic import *  # noqa: F401,F403 - Conv2d, Linear, pooling, ReLU, .
 from .layer_basic import __all__ as _BASIC
 from .layer_more import *  # noqa: F401,F403 - the rest of SINGA's layers
 from .layer_more import __all__ as _MORE
+from .layer_rnn import *  # noqa: F401,F403 - RNN, LSTM, Embedding
+from .layer_rnn import __all__ as _RNN
 from .unsupported import module_getattr
 
-__all__ = ["Layer"] + list(_BASIC) + list(_MORE)
+__all__ = ["Layer"] + list(_BASIC) + list(_MORE) + list(_RNN)
 
 _UNSUPPORTED = {name: "build it from the supported layers or minitorch_dist.nn" for name in (
-    "Embedding", "MaxPool1d", "AvgPool1d", "RNN_Base", "RNN", "LSTM", "CudnnRNN", "Gather")}
+    "MaxPool1d", "AvgPool1d", "Gather")}
+_UNSUPPORTED["CudnnRNN"] = "cuDNN's fused RNN needs CUDA and cuDNN; use layer.RNN or layer.LSTM"
 __getattr__ = module_getattr("layer", _UNSUPPORTED, __all__)

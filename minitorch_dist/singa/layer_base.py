@@ -24,6 +24,7 @@ import numpy as np
 from ..nn.cell import Cell
 from ..tensor import Tensor as CoreTensor
 from . import tensor as _tensor
+from .results import Recompute, as_result
 
 __all__ = ["Layer"]
 
@@ -104,7 +105,7 @@ class Layer(Cell):
         if not self._initialized:
             self.initialize(*inputs)
             object.__setattr__(self, "_initialized", True)
-        return self.forward(*inputs, **kwargs)
+        return _with_creator(self, self.forward(*inputs, **kwargs), inputs, kwargs)
 
     # ---- parameters by SINGA name ------------------------------------------------------
     def _named_parameters(self):
@@ -139,6 +140,20 @@ class Layer(Cell):
     def set_states(self, states):
         """Copy values into the parameters and buffers with the same names."""
         _copy_in(self, states, "set_states", self.get_states())
+
+
+def _with_creator(layer, out, inputs, kwargs):
+    """Give a layer's result SINGA's ``creator``: its ``backward(dy)`` returns the inputs'
+    gradients, then those of the layer's own parameters (Conv2d: dx, dW, db). It runs the
+    forward again, so a BatchNorm2d's running statistics move once more."""
+    if not isinstance(out, CoreTensor) or any(out is x for x in inputs):
+        return out
+    own = list(layer._params.values())
+    if own or getattr(out, "creator", None) is None:
+        creator = Recompute(layer.forward, inputs, kwargs, extra=own)
+        creator.out_ids = [id(out)]
+        as_result(out, creator, inputs)
+    return out
 
 
 class _Held(Cell):

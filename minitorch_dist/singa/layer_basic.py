@@ -12,6 +12,7 @@ from ..tensor import Tensor as CoreTensor
 from . import flags
 from .layer_base import (Layer, _check_input, _gaussian_parameter, _pad_mode, _pair,
                          _positive_int, _same_lower, _zero_parameter)
+from . import pool_wide as _pool_wide
 from .unsupported import not_supported
 
 __all__ = ["Conv2d", "Linear", "Pooling2d", "MaxPool2d", "AvgPool2d", "ReLU",
@@ -158,8 +159,10 @@ class Pooling2d(Layer):
         self.kernel_size = _pair(kernel_size, call, "kernel_size")
         self.stride = self.kernel_size if stride is None else _pair(stride, call, "stride")
         self.padding = _pair(padding, call, "padding", minimum=0)
-        if any(p > k // 2 for p, k in zip(self.padding, self.kernel_size)):
-            raise ValueError(f"{call}: padding {self.padding} must be at most half the kernel "
+        # padding past half the kernel (SINGA accepts it) goes through pool_wide
+        self.wide = _pool_wide.needs_wide(self.kernel_size, self.padding)
+        if any(p >= k for p, k in zip(self.padding, self.kernel_size)):
+            raise ValueError(f"{call}: padding {self.padding} must be smaller than the kernel "
                              f"size {self.kernel_size} (a window of padding only has no value)")
         self.pad_mode = _pad_mode(pad_mode, call)
         self.is_max = bool(is_max)
@@ -168,12 +171,15 @@ class Pooling2d(Layer):
         self.pool = prim(kernel_size=self.kernel_size, strides=self.stride, pad_mode=mode)
         if not self.is_max:
             self.pool.count_include_pad = False
-        if self.pad_mode == "NOTSET":
+        if self.pad_mode == "NOTSET" and not self.wide:
             ph, pw = self.padding
             self.pool.pads = (ph, ph, pw, pw)
 
     def forward(self, x):
         _check_input(x, f"layer.{type(self).__name__}", 4)
+        if self.wide and self.pad_mode == "NOTSET":
+            return _pool_wide.pool(x, self.kernel_size, self.stride, self.padding, self.is_max,
+                                   f"layer.{type(self).__name__}")
         if self.pad_mode == "SAME_LOWER":
             self.pool.pads = (_same_lower(x.shape[2], self.kernel_size[0], self.stride[0])
                               + _same_lower(x.shape[3], self.kernel_size[1], self.stride[1]))

@@ -27,6 +27,8 @@ import itertools
 
 from ..ops.primitive import Primitive
 from ..tensor import Tensor as CoreTensor
+from .ctensor import raw
+from .results import as_result
 
 __all__ = ["Operator"]
 
@@ -42,6 +44,7 @@ class _OperatorPrimitive(Primitive):
 
     def forward(self, ctx, *arrays):
         ys = self.op.forward(*arrays)
+        ys = tuple(raw(y) for y in ys) if isinstance(ys, (tuple, list)) else raw(ys)
         if isinstance(ys, list):
             ys = tuple(ys)
         if isinstance(ys, tuple) and len(ys) == 1:
@@ -54,8 +57,7 @@ class _OperatorPrimitive(Primitive):
         dxs = self.op.backward(*dys)
         if not isinstance(dxs, (tuple, list)):
             dxs = (dxs,)
-        dxs = tuple(dxs)
-        return dxs
+        return tuple(raw(dx) for dx in dxs)
 
 
 class Operator:
@@ -79,8 +81,10 @@ class Operator:
             raise TypeError(f"autograd.Operator {type(self).__name__}: every input must be a "
                             f"Tensor, got {bad}")
         self.requires_grad = any(x.requires_grad for x in xs)
+        self.src = xs           # what the ONNX export walks (SINGA keeps it as ``src`` too)
         ys = _OperatorPrimitive(self)(*xs)
         ys = ys if isinstance(ys, tuple) else (ys,)
+        ys = tuple(as_result(y, self, xs) for y in ys)
         self.y_id2idx = {id(y): i for i, y in enumerate(ys)}
         return ys
 

@@ -21,8 +21,8 @@ Rules, as in SINGA's source:
 
 >>> from minitorch_dist.singa import opt
 >>> sgd = opt.SGD(lr=0.005, momentum=0.9, weight_decay=1e-5)
->>> sgd.momentum, sgd.weight_decay, sgd.step_counter
-(0.9, 1e-05, 0)
+>>> sgd.momentum, sgd.weight_decay, sgd.step_counter.asnumpy().tolist()
+(0.9, 1e-05, [0.0])
 """
 from ..nn.optim.schedules import ExponentialDecayLR, LearningRateSchedule
 from .dist_opt import DistOpt

@@ -94,9 +94,12 @@ class Optimizer:
     def _bind(self, params):
         params = list(params)
         if self.core is not None:
-            if [id(p) for p in params] != [id(p) for p in self.core.parameters]:
-                raise RuntimeError(f"{self._name}: this optimizer already updates another "
-                                   "model's parameters; create one optimizer per model")
+            if [id(p) for p in params] == [id(p) for p in self.core.parameters]:
+                return
+            # SINGA keys state by parameter, so a changed set (layers swapped, e.g. for
+            # LoRA) is accepted: a new core keeps the step count; the state of parameters
+            # that stay is carried over where the core supports it
+            self.core = self._rebind(params)
             return
         if not params:
             raise RuntimeError(f"{self._name}: the model has no parameters yet; call "
@@ -116,7 +119,20 @@ class Optimizer:
         return core
 
     def _make_core(self, params):
-        raise NotImplementedError
+        raise NotImplementedError(f"{self._name}: the base Optimizer updates nothing; use "
+                                  "opt.SGD, Adam, RMSProp or AdaGrad")
+
+    def _rebind(self, params):
+        """A core for ``params``; parameters this optimizer already updated keep their
+        state (as SINGA keeps state per parameter) through the single-parameter cores."""
+        old = self.core
+        for p in old.parameters:
+            if not any(p is q for q in params):
+                continue
+            if id(p) not in self._single:
+                self._single[id(p)] = (p, old)      # its state lives on in the old core
+        fresh = [p for p in params if id(p) not in self._single]
+        return self._new_core(fresh) if fresh else old
 
     def _ensure_bound(self, call, loss=None):
         if self.core is None:
@@ -139,8 +155,15 @@ class Optimizer:
 
     @property
     def step_counter(self):
-        """Steps taken so far."""
-        return self._steps
+        """Steps taken so far: a one-element float32 tensor, as in SINGA."""
+        return _tensor.from_numpy(np.array([self._steps], np.float32))
+
+    @property
+    def lr_value(self):
+        """The learning rate of the current step: a one-element float32 tensor."""
+        lr = self.lr.lr_at(self._steps) if isinstance(self.lr, LearningRateSchedule) \
+            else self.lr
+        return _tensor.from_numpy(np.array([float(lr)], np.float32))
 
     # ---- SINGA's entry points ---------------------------------------------------------
     def __call__(self, loss):
@@ -187,18 +210,38 @@ class Optimizer:
     def step(self):
         """Advance the step counter (the learning-rate schedule follows it)."""
         self._steps += 1
+        for core in self._cores():
+            core.step()
+
+    def _cores(self):
+        """Every core optimizer in use, once each."""
+        cores = {}
         for core in [self.core] + [c for _, c in self._single.values()]:
             if core is not None:
-                core.step()
+                cores[id(core)] = core
+        return list(cores.values())
 
     def get_states(self):
-        """Not supported: save the model's states instead."""
-        raise not_supported(f"{self._name}.get_states", "save the model with "
-                            "model.save_states; optimizer state is not checkpointed here")
+        """SINGA's ``{'step_counter': steps}`` (the moments stay in the optimizer; save the
+        model with ``model.save_states``)."""
+        return {"step_counter": float(self._steps)}
 
     def set_states(self, states):
-        """Not supported: optimizer state is not checkpointed here."""
-        raise not_supported(f"{self._name}.set_states")
+        """Restore ``{'step_counter': n}``; any other key is refused (moment buffers are
+        not restored here)."""
+        if not isinstance(states, dict):
+            raise TypeError(f"{self._name}.set_states: expected a dict, got "
+                            f"{type(states).__name__}")
+        unknown = sorted(set(states) - {"step_counter"})
+        if unknown:
+            raise not_supported(f"{self._name}.set_states({unknown})",
+                                "only 'step_counter' is restored; moment buffers are not")
+        if "step_counter" in states:
+            value = states["step_counter"]
+            value = value.asnumpy() if isinstance(value, CoreTensor) else value
+            self._steps = int(np.asarray(value).reshape(-1)[0])
+            for core in self._cores():
+                core.global_step.data[...] = self._steps
 
 
 class SGD(Optimizer):

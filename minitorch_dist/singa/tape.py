@@ -95,7 +95,9 @@ def gradients(y, params, dy=None):
         seed = xp.full(y.shape, float(dy), y.dtype)
     if y.grad_fn is None:
         return [seed.copy() if p is y else None for p in params]
-    return core_autograd.run_backward([y], [seed], targets=list(params))
+    # SINGA keeps the graph: autograd.backward(loss) and then opt(loss) on the same loss
+    # both work, so the tape stays until the loss itself is dropped
+    return core_autograd.run_backward([y], [seed], targets=list(params), retain_graph=True)
 
 
 _wrapped = {}       # id(user tensor) -> (weakref to it, the Parameter sharing its data)

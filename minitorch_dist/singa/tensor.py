@@ -28,6 +28,8 @@ from ..backend import dtypes as _dtypes, get_device
 from ..nn.parameter import Parameter as CoreParameter
 from ..tensor import Tensor as CoreTensor
 from .device import to_core
+from .results import FACADE
+from .tensor_math import SingaTensorMath
 from .unsupported import module_getattr
 
 __all__ = ["Tensor", "PlaceHolder", "Parameter", "float16", "float32", "int32", "to_numpy",
@@ -242,7 +244,7 @@ class SingaTensorMethods:
         return self
 
 
-class Tensor(SingaTensorMethods, CoreTensor):
+class Tensor(SingaTensorMath, SingaTensorMethods, CoreTensor):
     """SINGA's ``Tensor(shape=(), device=None, dtype=float32, data=None, requires_grad=True,
     stores_grad=False, creator=None, name=None)``.
 
@@ -273,15 +275,28 @@ class Tensor(SingaTensorMethods, CoreTensor):
             raise TypeError(f"{call}: requires_grad must be True or False, got {requires_grad!r}")
         # SINGA's requires_grad=False keeps backward out of the tensor, even a stores_grad one
         _set_fields(self, array, dev, stores_grad and requires_grad)
-        self.stores_grad = bool(stores_grad)
+        self.__dict__["_stores_grad"] = bool(stores_grad)
         self.creator = creator
         self.name = name
+
+
+    @property
+    def stores_grad(self):
+        """SINGA's flag for a trainable leaf. Setting it True later (SINGA's gradient
+        checks do) makes the leaf's gradient wanted, as at construction."""
+        return self.__dict__.get("_stores_grad", False)
+
+    @stores_grad.setter
+    def stores_grad(self, value):
+        self.__dict__["_stores_grad"] = bool(value)
+        if value and self.grad_fn is None and self.dtype.kind == "f":
+            self.requires_grad = True
 
 
 PlaceHolder = Tensor
 
 
-class Parameter(SingaTensorMethods, CoreParameter):
+class Parameter(SingaTensorMath, SingaTensorMethods, CoreParameter):
     """A layer's trainable tensor: a minitorch_dist ``Parameter`` with SINGA's methods.
 
     ``get_params()`` returns these; they are updated in place by the optimizers.
@@ -348,12 +363,12 @@ def ones_like(t):
     return ones(t.shape, t.device, t.dtype)
 
 
-_OPS = "a minitorch_dist operator (ops.* or Tensor arithmetic) works on these tensors"
-_UNSUPPORTED = {name: _OPS for name in (
-    "softmax", "sum", "average", "mult", "eltwise_mult", "concatenate", "reshape", "transpose",
-    "sign", "abs", "exp", "log", "sigmoid", "relu", "tanh", "pow", "sqrt", "square", "add",
-    "sub", "div", "einsum", "tensordot", "repeat", "copy_data_to_from", "gaussian",
-    "uniform", "bernoulli", "axpy", "from_raw_tensor", "from_raw_tensors", "random")}
-_UNSUPPORTED.update({"float64": "SINGA has float16, float32 and int32 tensors",
-                     "int8": "SINGA has float16, float32 and int32 tensors"})
+FACADE.update(Tensor=Tensor, Parameter=Parameter)    # results.as_result makes these
+
+from .tensor_functions import *  # noqa: E402,F401,F403 - SINGA's module functions
+from .tensor_functions import __all__ as _FUNCTIONS  # noqa: E402
+
+__all__ += list(_FUNCTIONS)
+_UNSUPPORTED = {"float64": "SINGA has float16, float32 and int32 tensors",
+                "int8": "SINGA has float16, float32 and int32 tensors"}
 __getattr__ = module_getattr("tensor", _UNSUPPORTED, __all__)

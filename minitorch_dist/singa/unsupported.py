@@ -1,25 +1,30 @@
 """How the SINGA facade says "not here": one error type and a module ``__getattr__`` factory.
 
-A SINGA name that the facade does not provide (``layer.LSTM``, ``layer.RNN``, ...)
+A SINGA name that the facade does not provide (``layer.CudnnRNN``, ``layer.MaxPool1d``, ...)
 raises :class:`SingaNotSupported`, which names the SINGA call and says what to use instead.
 It is both a ``NotImplementedError`` (what it means) and an ``AttributeError`` (what a missing
-module attribute must raise, so ``hasattr(layer, "LSTM")`` is simply False).
+module attribute must raise, so ``hasattr(layer, "CudnnRNN")`` is simply False).
 
 >>> from minitorch_dist.singa import layer
->>> hasattr(layer, "LSTM")
+>>> hasattr(layer, "CudnnRNN")
 False
 >>> try:
-...     layer.LSTM
+...     layer.CudnnRNN
 ... except NotImplementedError as err:
 ...     print(str(err).split(";")[0])
-singa layer.LSTM is not supported by minitorch_dist.singa
+singa layer.CudnnRNN is not supported by minitorch_dist.singa
 """
 
-__all__ = ["SingaNotSupported", "not_supported", "module_getattr"]
+__all__ = ["SingaNotSupported", "SingaAssertionError", "not_supported", "module_getattr"]
 
 
 class SingaNotSupported(NotImplementedError, AttributeError):
     """A SINGA API that minitorch_dist.singa does not translate."""
+
+
+class SingaAssertionError(AssertionError, ValueError):
+    """A precondition that SINGA asserts (so ``AssertionError``, as there), which is also
+    the ``ValueError`` of bad input that the rest of minitorch_dist raises."""
 
 
 def not_supported(call, hint=""):
