@@ -332,7 +332,7 @@ def main(argv=None):
     for model, med in results.items():
         mt = med["minitorch_dist"]
         if "pytorch" in med:
-            target = 0.8 if model == "mlp" else 1.2
+            target = 0.6 if model == "mlp" else 1.2      # the MLP's from issue 29
             print(f"  {model}: minitorch_dist / pytorch = {mt / med['pytorch']:.2f}  (target <= {target})")
         if "numpy (by hand)" in med:
             print(f"  {model}: minitorch_dist / numpy by hand = {mt / med['numpy (by hand)']:.2f}  (target <= 1.15)")

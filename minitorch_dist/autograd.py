@@ -76,13 +76,13 @@ class Node:
     def __init__(self, prim, ctx, inputs, out_meta=None):
         self.prim = prim
         self.ctx = ctx
-        self._links = tuple(t if t is None or t.grad_fn is None else InputLink(t) for t in inputs)
+        self._links = tuple([t if t is None or t.grad_fn is None else InputLink(t) for t in inputs])
         self.out_meta = out_meta    # (shape, dtype) per output for multi-output primitives
 
     @property
     def inputs(self):
         """The inputs: each tensor, or its link once the tensor itself is gone."""
-        return tuple(_live(t) for t in self._links)
+        return tuple([_live(t) if type(t) is InputLink else t for t in self._links])
 
     @property
     def n_outputs(self):
@@ -106,7 +106,8 @@ class InputLink:
         self.tensor = weakref.ref(tensor)
         self.grad_fn, self._out_index = tensor.grad_fn, tensor._out_index
         self.requires_grad = tensor.requires_grad
-        self.shape, self.dtype, self.device = tensor.shape, tensor.dtype, tensor.device
+        data = tensor.data      # the array's own shape and dtype: no property call per link
+        self.shape, self.dtype, self.device = data.shape, data.dtype, tensor.device
 
 
 def _live(item):
@@ -144,13 +145,13 @@ def _size(shape):
 
 def _fit(grad, tensor, prim):
     """Shape and dtype of ``grad`` made equal to ``tensor``'s; a mismatch is a primitive bug."""
-    if isinstance(grad, RowTensor):
-        if tuple(grad.dense_shape) != tensor.shape:
-            raise RuntimeError(f"{prim.name}: sparse gradient of shape {grad.dense_shape} "
-                               f"for an input of shape {tensor.shape}")
-        return grad
     xp = tensor.device.xp
     if not isinstance(grad, xp.ndarray):
+        if isinstance(grad, RowTensor):
+            if tuple(grad.dense_shape) != tensor.shape:
+                raise RuntimeError(f"{prim.name}: sparse gradient of shape {grad.dense_shape} "
+                                   f"for an input of shape {tensor.shape}")
+            return grad
         grad = xp.asarray(grad)   # NumPy turns 0-d results into scalars; gradients stay arrays
     if grad.shape != tensor.shape:
         grad = unbroadcast(grad, tensor.shape)
@@ -172,25 +173,34 @@ def _accumulate(total, grad):
 
 def _topological_nodes(roots):
     """Nodes reachable from ``roots``, each listed after every node that consumes it."""
-    order, seen = [], set()
+    return _topological_order(roots)[0]
+
+
+def _topological_order(roots):
+    """``(nodes, inputs)``: the nodes of ``_topological_nodes`` and, position by position,
+    each node's inputs resolved once (``Node.inputs``), for the pass to reuse."""
+    order, order_inputs, seen = [], [], set()
     for root in roots:
         if root.grad_fn is None or root.grad_fn in seen:
             continue
-        stack = [(root.grad_fn, False)]
+        stack = [(root.grad_fn, None)]
         while stack:
-            node, expanded = stack.pop()
-            if expanded:
+            node, inputs = stack.pop()
+            if inputs is not None:        # every consumer's subtree is done: list it
                 order.append(node)
+                order_inputs.append(inputs)
                 continue
             if node in seen:
                 continue
             seen.add(node)
-            stack.append((node, True))
-            for inp in node.inputs:
+            inputs = node.inputs
+            stack.append((node, inputs))
+            for inp in inputs:
                 if inp is not None and inp.grad_fn is not None and inp.grad_fn not in seen:
-                    stack.append((inp.grad_fn, False))
+                    stack.append((inp.grad_fn, None))
     order.reverse()
-    return order
+    order_inputs.reverse()
+    return order, order_inputs
 
 
 def run_backward(roots, root_grads, targets=None, retain_graph=False, observer=None):
@@ -214,7 +224,7 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False, observer=N
     observer = _NO_OBSERVER if observer is None else observer
     pending = {}   # (node, output index) -> gradient
     leaves = {}    # id(tensor) -> [tensor, gradient], for leaves (or the targets)
-    held = []      # (node, its output gradients, input positions held back)
+    held = []      # (node, its inputs, its output gradients, input positions held back)
     target_ids = None if targets is None else {id(t) for t in targets}
 
     def deliver(tensor, grad):
@@ -228,19 +238,23 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False, observer=N
             if node is None:
                 return
         key = (node, tensor._out_index)
-        pending[key] = _accumulate(pending.get(key), grad)
+        total = pending.get(key)
+        pending[key] = grad if total is None else _accumulate(total, grad)
 
     for root, grad in zip(roots, root_grads):
         if root.requires_grad:
             deliver(root, _fit(grad, root, _RootPrim))
 
-    nodes = _topological_nodes(roots)
+    nodes, node_inputs = _topological_order(roots)
     # With targets, only nodes with a target below them run (a gradient of the wide weights
     # alone skips the deep network's backward, as PyTorch's autograd.grad does).
-    useful = None if target_ids is None else _nodes_reaching(nodes, target_ids)
+    useful, off_path = (None, None) if target_ids is None else \
+        _nodes_reaching(nodes, node_inputs, target_ids)
     finals = FinalGradients(observer, nodes, targets, leaves)
+    watching = observer is not _NO_OBSERVER
 
     for index, node in enumerate(nodes):
+        inputs, node_inputs[index] = node_inputs[index], None    # held no longer than here
         if node.ctx is None:
             raise RuntimeError("trying to backward through the graph a second time; pass "
                                "retain_graph=True to the first backward if you need to")
@@ -250,20 +264,21 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False, observer=N
             continue
         out_grads = _output_gradients(node, pending)
         if out_grads is not None:
-            hold = tuple(observer.deferred_inputs(node))
+            hold = tuple(observer.deferred_inputs(node)) if watching else ()
             if hold:
-                held.append((node, out_grads, hold))
+                held.append((node, inputs, out_grads, hold))
                 finals.hold(node, hold)
-            skip = hold + _inputs_off_path(node, target_ids, useful)
-            _call_backward(node, out_grads, deliver, skip=skip)
+            skip = hold + off_path.get(node, ()) if useful is not None else hold
+            _call_backward(node, inputs, out_grads, deliver, skip=skip)
             if not retain_graph and not hold:
                 node.ctx = None
-        finals.after(index)
+        if finals.final_after:      # some target's gradient may be final now
+            finals.after(index)
 
     if held:
         observer.before_deferred()
-    for node, out_grads, hold in held:
-        _call_backward(node, out_grads, deliver, only=hold)
+    for node, inputs, out_grads, hold in held:
+        _call_backward(node, inputs, out_grads, deliver, only=hold)
         if not retain_graph:
             node.ctx = None
     finals.report_rest()
@@ -306,54 +321,64 @@ def _output_gradients(node, pending):
                  for g, (shape, dtype) in zip(out_grads, node.out_meta))
 
 
-def _nodes_reaching(nodes, target_ids):
-    """The nodes (of ``nodes``, consumers first) from which some target is reached, and
-    those whose backward always runs (pipeline send/recv), with every node on the way."""
-    useful = set()
-    for node in reversed(nodes):          # producers first
+def _nodes_reaching(nodes, node_inputs, target_ids):
+    """``(useful, off_path)``. ``useful``: the nodes (of ``nodes``, consumers first;
+    ``node_inputs`` their resolved inputs) from which some target is reached, and those
+    whose backward always runs (pipeline send/recv), with every node on the way.
+    ``off_path``: for a useful node, the positions of its inputs that want a gradient
+    (``needs_input_grad``) which reaches no target, so it is not computed (an input that
+    wants none is left out: there is nothing to narrow). One pass, producers first: an
+    input's producer is settled before its consumer is looked at."""
+    useful, off_path = set(), {}
+    for node, inputs in zip(reversed(nodes), reversed(node_inputs)):     # producers first
         if node.prim.backward_always_runs:
             useful.add(node)
             continue
-        for inp in node.inputs:
-            if inp is not None and (id(inp) in target_ids or inp.grad_fn in useful):
-                useful.add(node)
-                break
-    return useful
+        needs = getattr(node.ctx, "needs_input_grad", None)   # a hand-made context may lack it
+        reaching, skip = False, []
+        for i, inp in enumerate(inputs):
+            if inp is None:
+                continue
+            if id(inp) in target_ids or inp.grad_fn in useful:
+                reaching = True
+            elif needs is None or needs[i]:
+                skip.append(i)
+        if reaching:
+            useful.add(node)
+            if skip:
+                off_path[node] = tuple(skip)
+    return useful, off_path
 
 
-def _inputs_off_path(node, target_ids, useful):
-    """Positions of ``node``'s inputs whose gradient reaches no target: not computed (none
-    without targets, or for a node whose backward always runs)."""
-    if useful is None or node.prim.backward_always_runs:
-        return ()
-    return tuple(i for i, t in enumerate(node.inputs)
-                 if t is not None and id(t) not in target_ids and t.grad_fn not in useful)
-
-
-def _call_backward(node, out_grads, deliver, skip=(), only=None):
-    """Run ``node``'s backward and deliver its input gradients: all of them, all but the
-    positions in ``skip``, or ``only`` those (``needs_input_grad`` is narrowed to match, so
-    a split primitive computes just what is asked)."""
+def _call_backward(node, inputs, out_grads, deliver, skip=(), only=None):
+    """Run ``node``'s backward and deliver its input gradients (``inputs``: ``node.inputs``
+    resolved): all of them, all but the positions in ``skip``, or ``only`` those
+    (``needs_input_grad`` is narrowed to match, so a split primitive computes just what is
+    asked)."""
     ctx, prim = node.ctx, node.prim
-    keep = [i not in skip if only is None else i in only for i in range(len(node.inputs))]
     narrowed = bool(skip) or only is not None
     if narrowed:
+        keep = [i not in skip if only is None else i in only for i in range(len(inputs))]
         wanted = ctx.needs_input_grad
         ctx.needs_input_grad = tuple(w and k for w, k in zip(wanted, keep))
-    start = perf_counter()
-    try:
-        in_grads = prim.backward(ctx, *out_grads)
-    finally:
-        if narrowed:
+        start = perf_counter()
+        try:
+            in_grads = prim.backward(ctx, *out_grads)
+        finally:
             ctx.needs_input_grad = wanted
+    else:               # the common case: every input that wants a gradient gets one
+        start = perf_counter()
+        in_grads = prim.backward(ctx, *out_grads)
     prim.backward_time += perf_counter() - start
     if not isinstance(in_grads, tuple):
         in_grads = (in_grads,)
-    if len(in_grads) != len(node.inputs):
+    if len(in_grads) != len(inputs):
         raise RuntimeError(f"{prim.name}.backward returned {len(in_grads)} gradients for "
-                           f"{len(node.inputs)} inputs")
-    for tensor, grad, k in zip(node.inputs, in_grads, keep):
-        if k and grad is not None and tensor is not None and tensor.requires_grad:
+                           f"{len(inputs)} inputs")
+    if narrowed:
+        in_grads = [g if k else None for g, k in zip(in_grads, keep)]
+    for tensor, grad in zip(inputs, in_grads):
+        if grad is not None and tensor is not None and tensor.requires_grad:
             deliver(tensor, _fit(grad, tensor, prim))
 
 

@@ -2,7 +2,10 @@
 the optimizers applied their updates."""
 import operator
 
+import numpy as np
+
 from .backend import get_device
+from .backend.device import Device
 from .ops.primitive import display_name, primitives_that_ran
 from .tensor import Tensor
 
@@ -109,13 +112,17 @@ def record_update(name, device, seconds, nbytes):
     """
     if not isinstance(name, str) or not name:
         raise TypeError(f"record_update: name must be a non-empty string, got {name!r}")
-    device_name = get_device(device).name if device is not None else "-"
-    try:
-        count = operator.index(nbytes)
-    except TypeError:
-        count = -1
-    if isinstance(nbytes, bool) or count < 0:
-        raise ValueError(f"record_update: nbytes must be a non-negative int, got {nbytes!r}")
+    device_name = device.name if type(device) is Device else \
+        get_device(device).name if device is not None else "-"
+    if type(nbytes) is int and nbytes >= 0:     # the optimizers' case, once per parameter
+        count = nbytes
+    else:
+        try:
+            count = operator.index(nbytes)
+        except TypeError:
+            count = -1
+        if isinstance(nbytes, bool) or count < 0:
+            raise ValueError(f"record_update: nbytes must be a non-negative int, got {nbytes!r}")
     row = _updates.get(name)
     if row is None:
         row = _updates[name] = {"device": device_name, "calls": 0, "seconds": 0.0, "bytes": 0}
@@ -137,6 +144,9 @@ def gradient_nbytes(grad):
     """
     if grad is None:
         return 0
+    data = grad.data if type(grad) is Tensor else grad
+    if type(data) is np.ndarray:      # the common case, without failed attribute lookups
+        return data.nbytes
     if hasattr(grad, "indices") and hasattr(grad, "values"):
         return int(grad.indices.data.nbytes + grad.values.data.nbytes)
     if isinstance(grad, Tensor):

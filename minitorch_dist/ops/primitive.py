@@ -34,6 +34,9 @@ _ran = weakref.WeakValueDictionary()   # primitives that have run, in order of f
 # A parallel executor (the pipeline runtime) may see every primitive call first: it returns
 # a result of its own (a placeholder for work another rank does) or runs ``prim.run``.
 _call_hook = ThreadState(hook=None)   # per thread (ranks as threads)
+# Primitive.recompute(): minitorch_dist/recompute.py (which imports this module) fills the slot
+_recompute_runner = []
+_needs_patterns = {}    # needs_input_grad tuples of up to 4 inputs, one per pattern
 
 
 def set_primitive_hook(hook):
@@ -100,6 +103,7 @@ class Primitive:
     backward_always_runs = False
     # MindSpore primitive attributes this primitive acts on when set with add_prim_attr.
     settable_attrs = ()
+    _recompute = False        # Primitive.recompute(): keep only the inputs, re-run in backward
     # Per-instance settings and statistics; class defaults so subclasses need not call super().__init__.
     _target_spec = None
     _target_device = None
@@ -198,7 +202,17 @@ class Primitive:
         hook = _call_hook.hook
         if hook is not None:
             return hook(self, inputs, attrs)
+        if self._recompute and _recompute_runner:
+            return _recompute_runner[0](lambda *xs: self.run(*xs, **attrs), inputs)
         return self.run(*inputs, **attrs)
+
+    def recompute(self, mode=True):
+        """MindSpore's ``Primitive.recompute``: keep only this call's inputs for backward and
+        run the forward again there (``minitorch_dist/recompute.py``)."""
+        if not isinstance(mode, bool):
+            raise TypeError(f"{self.name}.recompute: mode must be True or False, got {mode!r}")
+        self._recompute = mode
+        return self
 
     def run(self, *inputs, **attrs):
         """``apply`` without the installed hook, in three steps: placement, forward and
@@ -212,13 +226,24 @@ class Primitive:
     def _placed(self, inputs, device):
         """``inputs`` with every tensor on ``device``: each tensor prepares for the use (a
         Parameter may settle there for good), and one living elsewhere is copied through an
-        autograd-aware copy (backward copies the gradient back)."""
+        autograd-aware copy (backward copies the gradient back). The common case, nothing to
+        copy, returns ``inputs`` itself rather than a new list."""
+        for x in inputs:
+            if isinstance(x, Tensor):
+                x.prepare_use(device, self)
+                if x.device is not device:
+                    return self._copied(inputs, device)
+        return inputs
+
+    def _copied(self, inputs, device):
+        """``_placed`` where some tensor lives elsewhere (``prepare_use`` may run twice on
+        a tensor: it does its work once)."""
+        from .device_copy import copy_to     # device_copy imports this module
         placed = []
         for x in inputs:
             if isinstance(x, Tensor):
                 x.prepare_use(device, self)
                 if x.device is not device:
-                    from .device_copy import copy_to     # device_copy imports this module
                     x = copy_to(x, device, owner=self)
             placed.append(x)
         return placed
@@ -226,20 +251,32 @@ class Primitive:
     def _forward(self, placed, device, attrs):
         """(ctx, output arrays): constants made arrays of a matching dtype, memory charged on
         a device with a capacity, and errors rewritten to name this primitive."""
-        ref_dtype, requires = None, False
-        for x in placed:
+        ref_dtype, requires, constants, arrays = None, False, False, []
+        for x in placed:     # one pass: the arrays, the first dtype, whether any wants grad
             if isinstance(x, Tensor):
-                requires = requires or x.requires_grad
+                data = x.data
                 if ref_dtype is None:
-                    ref_dtype = x.data.dtype
-        arrays = [x.data if isinstance(x, Tensor) else _constant(x, ref_dtype, device)
-                  for x in placed]
-        if device.memory is not None:   # a virtual GPU with a capacity: count what it holds
-            _charge(device.memory, arrays)
-        grad_on = requires and self.differentiable and _grad_state.enabled
+                    ref_dtype = data.dtype
+                if x.requires_grad:
+                    requires = True
+                arrays.append(data)
+            else:
+                constants = True
+                arrays.append(x)
+        if constants:        # numbers take the dtype of the first tensor, wherever it is
+            arrays = [x.data if isinstance(x, Tensor) else _constant(x, ref_dtype, device)
+                      for x in placed]
+        memory = device.memory
+        if memory is not None:   # a virtual GPU with a capacity: count what it holds
+            _charge(memory, arrays)
         ctx = Context(device)
-        ctx.needs_input_grad = tuple(grad_on and isinstance(x, Tensor) and x.requires_grad
-                                     for x in placed)
+        if requires and self.differentiable and _grad_state.enabled:
+            needs = tuple([isinstance(x, Tensor) and x.requires_grad for x in placed])
+        else:
+            needs = (False,) * len(placed)
+        # one shared tuple per pattern of up to 4 inputs: a tape node keeps none of its own
+        ctx.needs_input_grad = _needs_patterns.setdefault(needs, needs) if len(needs) <= 4 \
+            else needs
         try:
             out = self.forward(ctx, *arrays, **attrs)
         except MemoryError as err:   # CuPy's out-of-memory: say what and what to do
@@ -253,13 +290,14 @@ class Primitive:
             described = ", ".join(f"{a.dtype}{list(a.shape)}" for a in arrays if hasattr(a, "shape"))
             raise _same_kind_error(err, f"{self.name}: {err} (inputs: {described})") from err
         if isinstance(out, tuple):
-            out = tuple(_as_array(o, device) for o in out)
-            if device.memory is not None:
-                _charge(device.memory, out)
+            out = tuple([_as_array(o, device) for o in out])
+            if memory is not None:
+                _charge(memory, out)
         else:
-            out = _as_array(out, device)
-            if device.memory is not None:
-                _charge(device.memory, (out,))
+            if type(out) is not np.ndarray and device.xp is np:
+                out = np.asarray(out)
+            if memory is not None:
+                _charge(memory, (out,))
         return ctx, out
 
     def _recorded(self, ctx, placed, out, start):
@@ -283,7 +321,7 @@ class Primitive:
 
 def _tape_inputs(placed):
     """A tape node's inputs: the tensors, None in place of each constant."""
-    return tuple(x if isinstance(x, Tensor) else None for x in placed)
+    return [x if isinstance(x, Tensor) else None for x in placed]
 
 
 def _charge(budget, arrays):
