@@ -27,33 +27,17 @@ import bisect
 
 from ..autograd import Node, enable_grad, is_grad_enabled, no_grad, run_backward
 from ..nn.cell import Cell
-from ..ops.primitive import Context, Primitive
+from ..ops.primitive import Context
 from ..tensor import Tensor
 from .comm.collectives import MirrorDeferral
 from .comm_fusion import groups_for
 from .pipeline.pipeline_cell import split_microbatches
+from .preset_gradients import PresetGradients
 
 __all__ = ["GradAccumulation"]
 
 
-class _AccumulatedGradients(Primitive):
-    """The node behind an accumulated loss: its backward hands each parameter the summed
-    micro-batch gradient (times the loss's incoming gradient, normally 1)."""
-
-    differentiable = True
-    instance_name = "grad_accumulation.gradients"
-
-    def backward(self, ctx, grad):
-        xp = ctx.xp
-        scale = grad.reshape(-1)[:1] if grad.size else grad
-        if grad.size and not bool(xp.all(grad == scale)):
-            raise ValueError("GradAccumulation: the accumulated loss can only be differentiated "
-                             "with a uniform sensitivity (the same gradient for every element)")
-        factor = float(scale[0]) if grad.size else 1.0
-        return tuple(g if factor == 1.0 else g * factor for g in ctx.grads)
-
-
-_GRADIENTS = _AccumulatedGradients()
+_GRADIENTS = PresetGradients("grad_accumulation.gradients", "GradAccumulation: the accumulated loss")
 
 
 def _check_micro_size(owner, micro_size):

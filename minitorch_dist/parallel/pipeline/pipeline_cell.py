@@ -25,12 +25,13 @@ import numpy as np
 from ... import communication
 from ...autograd import Node, is_grad_enabled, no_grad
 from ...nn.cell import Cell
-from ...ops.primitive import Context, Primitive
+from ...ops.primitive import Context
 from ...tensor import Tensor
 from ..context import get_auto_parallel_context
 from .broadcast import broadcast_values
 from .interception import TraceRun, intercepting
 from .membership import this_rank_topology
+from ..preset_gradients import PresetGradients
 from .replicas import start_replicas_equal
 from ..comm.p2p import Channel, Mailbox, Recv, Send
 from .runner import StepRunner
@@ -78,23 +79,6 @@ def split_microbatches(inputs, micro_size):
     return micro
 
 
-class _PipelineGradients(Primitive):
-    """The node behind a pipelined loss: its backward hands each parameter the gradient the
-    schedule already accumulated (scaled by the loss's incoming gradient, normally 1)."""
-
-    differentiable = True
-    instance_name = "pipeline.gradients"
-
-    def backward(self, ctx, grad):
-        xp = ctx.xp
-        scale = grad.reshape(-1)[:1] if grad.size else grad
-        if grad.size and not bool(xp.all(grad == scale)):
-            raise ValueError("a pipelined loss can only be differentiated with a uniform "
-                             "sensitivity (the same gradient for every element)")
-        factor = float(scale[0]) if grad.size else 1.0
-        return tuple(g if factor == 1.0 else g * factor for g in ctx.grads)
-
-
 class _Replicas:
     """A one-stage PipelineCell on several ranks: only its replicas matter (no runtime)."""
 
@@ -127,7 +111,7 @@ class _Engine:
                 param.release()
             elif param.requires_grad:
                 self.own_params.append(param)
-        self.grad_node_prim = _PipelineGradients()
+        self.grad_node_prim = PresetGradients("pipeline.gradients", "a pipelined loss")
         self.split_backward = True
         self.sharded_calls = {}
         topology.pipeline_group()       # made now, in the same order on every rank
