@@ -209,3 +209,28 @@ def test_another_ranks_embedding_rows_are_refused(tmp_path):
 
     for got, want in zip(run_ranks(2, resume, timeout=30), tables):
         np.testing.assert_array_equal(got, want)
+
+
+def test_the_optimizer_state_of_a_row_sliced_table_knows_its_rows(tmp_path):
+    """Adam's moments of a row-sliced table hold the table's rows: their slice files record
+    them and another rank's are refused, like the table's own."""
+    ms.reset_auto_parallel_context()
+
+    def save(comm):
+        emb = nn.EmbeddingLookup(10, 2, slice_mode="table_row_slice", group=comm)
+        opt = nn.Adam(emb.trainable_params(), 0.1)
+        ms.save_checkpoint(opt, str(tmp_path / f"opt{comm.rank}.ckpt"))
+        return opt.moment1[0].row_slice is emb.embedding_table.row_slice
+
+    assert run_ranks(2, save, timeout=30) == [True, True]
+    record = json.loads(ms.load_checkpoint(str(tmp_path / "opt1.ckpt"))[IDENTITY])
+    assert any(name.startswith("moment1") for name in json.dumps(record).split('"')), record
+
+    def load_other(comm):
+        emb = nn.EmbeddingLookup(10, 2, slice_mode="table_row_slice", group=comm)
+        opt = nn.Adam(emb.trainable_params(), 0.1)
+        with pytest.raises(ValueError, match="rows"):
+            ms.load_checkpoint(str(tmp_path / f"opt{1 - comm.rank}.ckpt"), opt)
+        return True
+
+    assert run_ranks(2, load_other, timeout=30) == [True, True]

@@ -48,3 +48,4 @@ class _Ctx:
 
     def __init__(self, comm):
         self.comm, self.xp = comm, np
+        self.deferral = None        # no gradient accumulation running
