@@ -97,6 +97,15 @@ def test_py_transforms_work_on_pillow_images():
     assert isinstance(PV.Resize(8)(IMAGES[0]), np.ndarray)       # arrays stay arrays
 
 
+def test_center_crop_larger_than_the_image_pads_in_both_1x_forms():
+    image = IMAGES[0][:5, :6]
+    expected = np.zeros((8, 8, 3), np.uint8)
+    expected[2:7, 1:7] = image                  # 3 rows: 2 above, 1 below; 2 columns: 1 each
+    assert np.array_equal(CV.CenterCrop(8)(image), expected)
+    out = PV.CenterCrop(8)(Image.fromarray(image))
+    assert isinstance(out, Image.Image) and np.array_equal(np.asarray(out), expected)
+
+
 def test_one_hot_in_both_forms():
     assert C.OneHot(4)(np.array(2, np.int32)).tolist() == [0, 0, 1, 0]
     rows = C.OneHot(4, smoothing_rate=0.2).apply_batch(np.array([0, 3]))

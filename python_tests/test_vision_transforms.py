@@ -58,6 +58,35 @@ def test_center_crop_and_pad_equal_numpy_and_pillow():
     assert np.array_equal(edge, np.pad(IMAGES[0], ((2, 2), (2, 2), (0, 0)), mode="edge"))
 
 
+def _centre_padded(image, height, width):
+    """MindSpore's rule as a formula: zeros around, the odd pixel on top / on the left."""
+    grow_h, grow_w = max(0, height - image.shape[0]), max(0, width - image.shape[1])
+    out = np.zeros((image.shape[0] + grow_h, image.shape[1] + grow_w) + image.shape[2:], image.dtype)
+    top, left = (grow_h + 1) // 2, (grow_w + 1) // 2
+    out[top:top + image.shape[0], left:left + image.shape[1]] = image
+    return out
+
+
+@pytest.mark.parametrize("size", [(35, 40), (32, 43), (37, 46), (36, 30), 41])
+def test_center_crop_larger_than_the_image_pads_with_zeros_first(size):
+    height, width = (size, size) if isinstance(size, int) else size
+    padded = _centre_padded(IMAGES[0], height, width)
+    top, left = (padded.shape[0] - height) // 2, (padded.shape[1] - width) // 2
+    expected = padded[top:top + height, left:left + width]
+    got = vision.CenterCrop(size)(IMAGES[0])
+    assert got.shape == (height, width, 3) and np.array_equal(got, expected)
+    assert np.array_equal(vision.CenterCrop(size).apply_batch(IMAGES)[3],
+                          vision.CenterCrop(size)(IMAGES[3]))
+    grey_out = vision.CenterCrop(size)(IMAGES[0][..., 0])
+    assert np.array_equal(grey_out, expected[..., 0])
+
+
+def test_center_crop_puts_the_odd_padding_pixel_on_top_and_left():
+    out = vision.CenterCrop((4, 5))(np.full((1, 2, 3), 9, np.uint8))
+    rows, cols = np.nonzero(out[..., 0])
+    assert rows.tolist() == [2, 2] and cols.tolist() == [2, 3]    # 2 rows above, 1 below
+
+
 def _draws(transform, count):
     """The numbers a fresh ``transform`` draws first (each instance starts from the seed)."""
     twin = type(transform).__new__(type(transform))
@@ -116,18 +145,58 @@ def test_color_adjust_steps_equal_pillow_image_enhance(factor):
         assert np.array_equal(got, np.asarray(enhancer(_pil(image)).enhance(factor)))
 
 
-def test_random_color_adjust_equals_pillows_enhancers_in_order():
+PILLOW_STEPS = (ImageEnhance.Brightness, ImageEnhance.Contrast, ImageEnhance.Color)
+
+
+@pytest.mark.parametrize("step", [0, 1, 2], ids=["brightness", "contrast", "saturation"])
+def test_random_color_adjust_with_one_factor_equals_pillow(step):
+    ms.set_seed(4)
+    ranges = [(1, 1)] * 3
+    ranges[step] = 0.5
+    adjust = vision.RandomColorAdjust(*ranges)
+    factors = _twin(adjust).factors(len(IMAGES))
+    out = adjust.apply_batch(IMAGES)
+    for image, f, got in zip(IMAGES, factors, out):
+        ref = PILLOW_STEPS[step](_pil(image)).enhance(float(np.float32(f[step])))
+        assert np.array_equal(got, np.asarray(ref))
+
+
+def test_random_color_adjust_follows_the_drawn_order_as_pillow():
     ms.set_seed(4)
     adjust = vision.RandomColorAdjust(brightness=0.5, contrast=0.5, saturation=0.5)
-    twin = type(adjust).__new__(type(adjust))
-    twin.__dict__.update(adjust.__dict__)
-    factors = twin.factors(len(IMAGES))
+    factors, order = _twin(adjust).parameters(len(IMAGES))
     out = adjust.apply_batch(IMAGES)
-    for image, (b, c, s, _), got in zip(IMAGES, factors, out):
-        ref = ImageEnhance.Brightness(_pil(image)).enhance(float(np.float32(b)))
-        ref = ImageEnhance.Contrast(ref).enhance(float(np.float32(c)))
-        ref = ImageEnhance.Color(ref).enhance(float(np.float32(s)))
+    for image, f, steps, got in zip(IMAGES, factors, order, out):
+        ref = _pil(image)
+        for step in steps[steps != 3]:                  # hue (3) is off here
+            ref = PILLOW_STEPS[step](ref).enhance(float(np.float32(f[step])))
         assert np.array_equal(got, np.asarray(ref))
+
+
+def test_random_color_adjust_order_varies_per_image_and_repeats_under_a_seed():
+    # fixed factors, so only the order can make two images' results differ
+    images = np.repeat(IMAGES[:1], 24, axis=0)
+    def run(seed):
+        ms.set_seed(seed)
+        return vision.RandomColorAdjust(brightness=(2, 2), contrast=(0.3, 0.3)).apply_batch(images)
+    first_b = ImageEnhance.Contrast(ImageEnhance.Brightness(_pil(images[0])).enhance(2.0)).enhance(0.3)
+    first_c = ImageEnhance.Brightness(ImageEnhance.Contrast(_pil(images[0])).enhance(0.3)).enhance(2.0)
+    out = run(5)
+    is_b = [np.array_equal(o, np.asarray(first_b)) for o in out]
+    is_c = [np.array_equal(o, np.asarray(first_c)) for o in out]
+    assert all(b or c for b, c in zip(is_b, is_c)) and any(is_b) and any(is_c)
+    assert np.array_equal(out, run(5))
+    ms.set_seed(5)
+    orders = vision.RandomColorAdjust(0.1, 0.1, 0.1, 0.1).parameters(200)[1]
+    assert np.array_equal(np.sort(orders, axis=1), np.tile(np.arange(4), (200, 1)))
+    assert len({tuple(o) for o in orders}) == 24               # every permutation occurs
+
+
+def _twin(transform):
+    """A copy of a fresh (not yet drawn) ``transform`` that draws what it will draw first."""
+    twin = type(transform).__new__(type(transform))
+    twin.__dict__.update(transform.__dict__)
+    return twin
 
 
 def test_hue_rotation_equals_colorsys():
@@ -201,7 +270,6 @@ def test_random_transforms_repeat_under_set_seed_and_differ_without():
     (lambda: vision.RandomCrop(8).apply_batch(np.zeros((2, 3, 32, 32), np.uint8)), ValueError,
      ["RandomCrop", "(H, W, C)", "stack"]),
     (lambda: vision.RandomCrop(40)(IMAGES[0]), ValueError, ["RandomCrop", "(40, 40)", "at most (32, 40)"]),
-    (lambda: vision.CenterCrop(33)(IMAGES[0]), ValueError, ["CenterCrop", "at most (32, 40)"]),
     (lambda: vision.Resize(0), ValueError, ["Resize", "size", "positive"]),
     (lambda: vision.Resize((8, -1)), ValueError, ["Resize", "size"]),
     (lambda: vision.Resize(8)(np.zeros((4, 4, 3), object)), TypeError, ["Resize", "dtype object"]),

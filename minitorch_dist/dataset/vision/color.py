@@ -3,9 +3,11 @@
 Brightness, contrast and saturation follow Pillow's ``ImageEnhance`` (a blend of the image
 with black, with its mean grey, with its grey version; grey is Pillow's ITU-R 601 "L"
 conversion; 8-bit results are truncated and clipped as Pillow's blend does). Hue rotates
-the HSV hue by ``factor`` turns. They are applied in that order, each with its own factor
-drawn per image: brightness/contrast/saturation from ``[max(0, 1 - v), 1 + v]`` (or the
-given ``(min, max)``), hue from ``[-v, v]`` (``v <= 0.5``).
+the HSV hue by ``factor`` turns. Each image gets its own factors, brightness/contrast/
+saturation from ``[max(0, 1 - v), 1 + v]`` (or the given ``(min, max)``), hue from ``[-v, v]``
+(``v <= 0.5``), and its own random order of the four steps, as MindSpore's C++ op (which
+shuffles them per image) and torchvision's ColorJitter do. A step whose range is the identity
+(``(1, 1)``, hue ``(0, 0)``) is skipped, as MindSpore skips it.
 """
 import numpy as np
 
@@ -67,11 +69,30 @@ def rotate_hue(images, turns):
     return np.clip(np.rint(out), 0, 255) if images.dtype == np.uint8 else out
 
 
+def _brightness(images, factors):
+    return blend(np.zeros_like(images), images, factors)
+
+
+def _contrast(images, factors):
+    means = grey(images).mean(axis=(1, 2))
+    if images.dtype == np.uint8:
+        means = np.floor(means + 0.5)          # Pillow's mean grey is rounded to an int
+    return blend(np.broadcast_to(means.reshape(-1, 1, 1, 1), images.shape), images, factors)
+
+
+def _saturation(images, factors):
+    return blend(grey(images)[..., None], images, factors)
+
+
+STEPS = (_brightness, _contrast, _saturation, rotate_hue)    # columns of the factors
+IDENTITY = (1.0, 1.0, 1.0, 0.0)
+
+
 class RandomColorAdjust(RandomImageTransform):
-    """Random brightness, contrast, saturation and hue (see the module docstring)."""
+    """Random brightness, contrast, saturation and hue in a random order (see the module)."""
 
     expected = RGB
-    draws = 4
+    draws = 8                                  # four factors, then four keys of the order
 
     def __init__(self, brightness=(1, 1), contrast=(1, 1), saturation=(1, 1), hue=(0, 0)):
         self.brightness = _factor_range("brightness", brightness, 1.0)
@@ -79,23 +100,33 @@ class RandomColorAdjust(RandomImageTransform):
         self.saturation = _factor_range("saturation", saturation, 1.0)
         self.hue = _factor_range("hue", hue, 0.0)
 
-    def factors(self, count):
-        """``(count, 4)``: brightness, contrast, saturation and hue factors per image."""
+    def _ranges(self):
+        return np.array([self.brightness, self.contrast, self.saturation, self.hue])
+
+    def parameters(self, count):
+        """``(factors, order)`` per image: ``(count, 4)`` brightness, contrast, saturation and
+        hue factors, and ``(count, 4)`` step indices in the order they run."""
         u = self.uniforms(count)
-        ranges = np.array([self.brightness, self.contrast, self.saturation, self.hue])
-        return ranges[:, 0] + u * (ranges[:, 1] - ranges[:, 0])
+        ranges = self._ranges()
+        factors = ranges[:, 0] + u[:, :4] * (ranges[:, 1] - ranges[:, 0])
+        return factors, np.argsort(u[:, 4:], axis=1, kind="stable")
+
+    def factors(self, count):
+        """The factors of ``parameters`` alone (draws the same numbers)."""
+        return self.parameters(count)[0]
 
     def _run(self, images):
         if images.shape[-1] != 3:
             raise ValueError(f"RandomColorAdjust: expected an image of shape {RGB}, got "
                              f"{images.shape[-1]} channel(s) (shape {images.shape[1:]})")
-        f = self.factors(len(images))
-        out = blend(np.zeros_like(images), images, f[:, 0]).astype(images.dtype)
-        means = np.floor(grey(out).mean(axis=(1, 2)) + 0.5) if out.dtype == np.uint8 \
-            else grey(out).mean(axis=(1, 2))
-        out = blend(np.broadcast_to(means.reshape(-1, 1, 1, 1), out.shape), out, f[:, 1])
-        out = out.astype(images.dtype)
-        out = blend(grey(out)[..., None], out, f[:, 2]).astype(images.dtype)
-        if np.any(f[:, 3] != 0):
-            out = rotate_hue(out, f[:, 3]).astype(images.dtype)
+        factors, order = self.parameters(len(images))
+        active = [step for step, (lo, hi) in enumerate(self._ranges())
+                  if not lo == hi == IDENTITY[step]]
+        out = images.copy()
+        for position in range(len(STEPS)):
+            for step in active:
+                chosen = order[:, position] == step
+                if chosen.any():
+                    done = STEPS[step](out[chosen], factors[chosen, step])
+                    out[chosen] = done.astype(images.dtype)
         return out

@@ -62,14 +62,23 @@ def _crop_each(images, tops, lefts, crop):
 
 
 class CenterCrop(ImageTransform):
-    """The central ``size`` region; the offset is ``(H - h) // 2``, ``(W - w) // 2``."""
+    """The central ``size`` region; the offset is ``(H - h) // 2``, ``(W - w) // 2``.
+
+    A side shorter than ``size`` is first padded with zeros up to it, as MindSpore's C++
+    CenterCrop does: the odd pixel goes on top / on the left (torchvision puts it at the
+    bottom / right).
+    """
 
     def __init__(self, size):
         self.size = check_size("CenterCrop", size) * (2 // len(check_size("CenterCrop", size)))
 
     def _run(self, images):
-        _check_fits("CenterCrop", self.size, images)
         height, width = image_size(images, True)
+        grow_h, grow_w = max(0, self.size[0] - height), max(0, self.size[1] - width)
+        if grow_h or grow_w:
+            sides = (grow_w - grow_w // 2, grow_h - grow_h // 2, grow_w // 2, grow_h // 2)
+            images = _pad(images, sides, "constant", 0)
+            height, width = image_size(images, True)
         top, left = (height - self.size[0]) // 2, (width - self.size[1]) // 2
         return images[:, top:top + self.size[0], left:left + self.size[1]].copy()
 
