@@ -173,14 +173,16 @@ def test_the_script_runs_from_the_command_line(tmp_path):
 
 
 def test_sharding_doc_snippets_run():
-    """docs/sharding.md's python blocks after the first (seed 002's excerpt, which needs a
-    launcher and a dataset) run as written; the thread-rank example prints one process's losses."""
+    """docs/sharding.md's python blocks that are not marked as fragments (seed 002's program,
+    which needs a launcher, is one) run as written, in one process; the thread-rank example
+    prints one process's losses."""
+    from test_docs_blocks import python_blocks
     doc = os.path.join(ROOT, "docs", "sharding.md")
-    blocks = re.findall(r"```python\n(.*?)```", open(doc).read(), re.S)
+    blocks = [code for _, code, fragment in python_blocks(open(doc).read()) if not fragment]
     assert len(blocks) >= 4
     env = dict(os.environ, PYTHONPATH=ROOT)
     env.pop("MINITORCH_DIST_VIRTUAL_GPU", None)
-    done = subprocess.run([sys.executable, "-c", "\n".join(blocks[1:])], capture_output=True,
+    done = subprocess.run([sys.executable, "-c", "\n".join(blocks)], capture_output=True,
                           text=True, timeout=120, env=env, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()

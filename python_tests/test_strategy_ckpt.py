@@ -14,7 +14,8 @@ from minitorch_dist.parallel.context import auto_parallel_scope
 from minitorch_dist.parallel.distributed_load import load_distributed_checkpoint
 from minitorch_dist.parallel.sharding.scope import sharding_world
 from minitorch_dist.parallel.sharding.sharded_cell import ShardedCell
-from minitorch_dist.parallel.strategy_ckpt import check_strategy_ckpt_config, write_strategy
+from minitorch_dist.parallel.strategy_ckpt import check_strategy_ckpt_config
+from minitorch_dist.parallel.sharding.strategy_file import write_strategy_file
 
 RNG = np.random.default_rng(5)
 W = RNG.standard_normal((8, 4)).astype(np.float32)
@@ -56,8 +57,8 @@ def test_only_trainable_params_leaves_frozen_parameters_out(tmp_path):
         net = Net(((1, 2), (2, 1)), frozen=True)
         ShardedCell(net, group=comm)(ms.Tensor(X))
         if comm.rank == 0:
-            write_strategy(str(tmp_path / "trainable.json"))
-            write_strategy(str(tmp_path / "all.json"), only_trainable=False)
+            write_strategy_file(str(tmp_path / "trainable.json"), only_trainable=True)
+            write_strategy_file(str(tmp_path / "all.json"))
         return True
 
     run_ranks(2, rank, timeout=30)

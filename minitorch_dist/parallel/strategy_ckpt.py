@@ -10,17 +10,13 @@ sharded run is written and read (MindSpore's dict option, which supersedes the o
 
 An empty file name leaves the older option of that name in force.
 """
-import json
-import os
-
 from .context import get_auto_parallel_context
-from .sharding.checkpoint import layout_json
-from .sharding.parameters import sliced_parameters
-from .sharding.strategy_file import check_strategy_file
+from .sharding.strategy_file import check_strategy_file, write_strategy_file
 from .strategy_ckpt_options import DEFAULT_STRATEGY_CKPT_CONFIG, check_strategy_ckpt_config
 
 __all__ = ["DEFAULT_STRATEGY_CKPT_CONFIG", "check_strategy_ckpt_config", "strategy_ckpt_files",
            "save_and_check_strategy"]
+
 
 def _config():
     try:
@@ -37,21 +33,10 @@ def strategy_ckpt_files():
     return save, load, config["only_trainable_params"]
 
 
-def write_strategy(path, only_trainable=True):
-    """The layouts of the parameters sliced so far, as ``strategy_file`` reads them."""
-    layouts = {name: layout_json(p) for name, p in sliced_parameters().items()
-               if p.requires_grad or not only_trainable}
-    folder = os.path.dirname(path)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(layouts, f, indent=1, sort_keys=True)
-
-
 def save_and_check_strategy():
     """After a plan: write the strategy file, and check the plan against the loaded one."""
     save, load, only_trainable = strategy_ckpt_files()
     if save:
-        write_strategy(save, only_trainable)
+        write_strategy_file(save, only_trainable)
     if load:
         check_strategy_file(load)

@@ -21,18 +21,24 @@ from .rules import ShardingError
 __all__ = ["write_strategy_file", "check_strategy_file", "read_strategy_file"]
 
 
-def _current():
-    return {name: layout_json(p) for name, p in sliced_parameters().items()}
+def _current(only_trainable=False):
+    """The layouts of the live sliced parameters (networks gone but not yet collected would
+    still count: collect them first)."""
+    gc.collect()
+    return {name: layout_json(p) for name, p in sliced_parameters().items()
+            if p.requires_grad or not only_trainable}
 
 
-def write_strategy_file(path):
-    """Write the layouts of the parameters sliced so far to ``path``, making its folder
-    if needed (as MindSpore does: model-zoo scripts name a per-rank folder not yet there)."""
+def write_strategy_file(path, only_trainable=False):
+    """Write the layouts of the parameters sliced so far to ``path`` (only the trainable ones
+    with ``only_trainable``, MindSpore's ``only_trainable_params``), making its folder if
+    needed (as MindSpore does: model-zoo scripts name a per-rank folder not yet there)."""
+    layouts = _current(only_trainable)
     folder = os.path.dirname(path)
     if folder:
         os.makedirs(folder, exist_ok=True)
     with open(path, "w") as f:
-        json.dump(_current(), f, indent=1, sort_keys=True)
+        json.dump(layouts, f, indent=1, sort_keys=True)
 
 
 def check_strategy_file(path, owner="strategy_ckpt_load_file"):
@@ -41,7 +47,6 @@ def check_strategy_file(path, owner="strategy_ckpt_load_file"):
     network (none of its names is sliced here). A file that is not a strategy file at
     all (not JSON, or not ``{name: layout}``) is a ``ValueError`` naming it."""
     wanted = read_strategy_file(path, owner)
-    gc.collect()        # networks gone but not yet collected would still count as sliced
     now = _current()
     if wanted and not set(wanted) & set(now):
         raise ShardingError(
