@@ -87,7 +87,10 @@ def test_infer_layouts_and_load_slices_of_another_layout(tmp_path):
         with sharding_world(comm), auto_parallel_scope(
                 strategy_ckpt_save_file=str(tmp_path / "train.json")):
             layouts = model.infer_train_layout([(ms.Tensor(X), ms.Tensor(Y))])
-        ms.save_checkpoint(net, str(tmp_path / f"r{comm.rank}.ckpt"), integrated_save=False)
+            # inside the thread rank's world: the file records this rank (outside it, the
+            # identity would be the process's communicator, which an earlier test may have
+            # initialised as rank 0 of 1)
+            ms.save_checkpoint(net, str(tmp_path / f"r{comm.rank}.ckpt"), integrated_save=False)
         return layouts
 
     layouts = run_ranks(2, train, timeout=30)
