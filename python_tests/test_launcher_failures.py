@@ -214,6 +214,7 @@ def test_spawn_ctrl_c_prints_one_line_and_stops_every_process(tmp_path):
         while (not pids_dir.exists() or len(list(pids_dir.iterdir())) < 3) \
                 and time.monotonic() < deadline:
             time.sleep(0.1)
+        time.sleep(0.5)         # every pid file written, not only created
         pids = [int(p.read_text()) for p in pids_dir.iterdir()]
         assert len(pids) == 3
         parent.send_signal(signal.SIGINT)

@@ -44,13 +44,13 @@ def spawn(target, world_size, args=(), kwargs=None, timeout=None, log_dir=None,
     processes = [context.Process(target=_spawned, args=(target, rank, world_size, tuple(args),
                                                        dict(kwargs or {}), job_dir))
                  for rank in range(world_size)]
-    for process in processes:
-        process.start()
     start = time.monotonic()
     try:
+        for process in processes:    # inside the try: a Ctrl-C while starting stops those started
+            process.start()
         codes = wait_processes(processes, math.inf if timeout is None else timeout)
     except KeyboardInterrupt:
-        wait_processes(processes, 0)
+        wait_processes([p for p in processes if p.pid is not None], 0)
         print(f"minitorch_dist.run: interrupted (Ctrl-C): stopped all {world_size} processes",
               file=sys.stderr, flush=True)
         _remove_job_dir(job_dir, keep_logs)
