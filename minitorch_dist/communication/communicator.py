@@ -11,14 +11,19 @@ Before the first collective of each kind (every one under ``MINITORCH_DIST_DEBUG
 the ranks exchange a small signature and raise ``CollectiveMismatchError`` if they disagree
 (see ``desync``). Each collective also records that this rank is waiting in it, so that
 ``watchdog`` can end the job when a peer has left instead of letting it hang.
+
+Every wait for other ranks (each collective, send/recv, the ``wait()`` of a nonblocking
+request) runs inside ``hooks.blocking_wait()``: under the launcher's ``--compute-slots`` the
+rank gives its compute slot back for the wait and takes one again before it computes on.
 """
 import abc
+import contextlib
 import time
 from collections import defaultdict
 
 import numpy as np
 
-from . import desync
+from . import desync, hooks
 from .reduction import check_out
 
 REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
@@ -107,6 +112,7 @@ class Communicator(abc.ABC):
             self._checked_kinds, self._debug_level = set(), desync.debug_level()
         self._pending = (op, self._call_seq, time.monotonic())
         try:
+            self._await_peers()
             desync.check_collective(self, op, array, extra)
         except BaseException:
             self._pending = None
@@ -115,14 +121,42 @@ class Communicator(abc.ABC):
     def _leave(self):
         self._pending = None
 
+    @contextlib.contextmanager
+    def _collective(self, op, array=None, extra=None):
+        """The frame of one blocking collective: off the compute slot, numbered, checked,
+        marked as waiting (``_enter``) until it returns."""
+        with hooks.blocking_wait():
+            self._enter(op, array, extra)
+            try:
+                yield
+            finally:
+                self._leave()
+
+    def _await_peers(self):
+        """Return once every rank of the group has reached this collective, without
+        spinning; a backend whose blocking calls busy-poll (MPI) does it while
+        ``hooks.quiet_waits()``. Here: nothing (the collective itself waits)."""
+
+    def _released_waits(self, request):
+        """``request`` whose ``wait()`` runs off the compute slot (``hooks.blocking_wait``)."""
+        finish = request._wait_fn
+
+        def wait_off_slot():
+            with hooks.blocking_wait():
+                return finish()
+        request._wait_fn = wait_off_slot
+        return request
+
     def check_same_parameters(self, what, entries):
         """Raise ``CollectiveMismatchError`` on every rank unless all ranks pass the same
         ``entries`` (strings such as "name shape dtype"); see ``desync.check_same_list``."""
-        self._pending = ("params", getattr(self, "_call_seq", 0), time.monotonic())
-        try:
-            desync.check_same_list(self, what, list(entries))
-        finally:
-            self._pending = None
+        with hooks.blocking_wait():
+            self._pending = ("params", getattr(self, "_call_seq", 0), time.monotonic())
+            try:
+                self._await_peers()
+                desync.check_same_list(self, what, list(entries))
+            finally:
+                self._pending = None
 
     # ---- statistics -------------------------------------------------------------------
     def _count(self, op, nbytes):
@@ -146,11 +180,8 @@ class Communicator(abc.ABC):
         _check_op(op)
         check_out("allreduce", array, out)      # local errors before any exchange
         self._count("allreduce", array.nbytes)
-        self._enter("allreduce", array, op)
-        try:
+        with self._collective("allreduce", array, op):
             return self._allreduce(array, op, out)
-        finally:
-            self._leave()
 
     def iallreduce(self, array, op="sum", out=None):
         """Nonblocking allreduce; returns a ``Request`` whose ``wait()`` gives the result."""
@@ -158,11 +189,8 @@ class Communicator(abc.ABC):
         _check_op(op)
         check_out("iallreduce", array, out)
         self._count("allreduce", array.nbytes)
-        self._enter("iallreduce", array, op)
-        try:
+        with self._collective("iallreduce", array, op):
             request = self._iallreduce(array, op, out)
-        finally:
-            self._leave()
         seq = self._call_seq
         finish = request._wait_fn
 
@@ -173,17 +201,14 @@ class Communicator(abc.ABC):
             finally:
                 self._leave()
         request._wait_fn = tracked
-        return request
+        return self._released_waits(request)
 
     def allgather(self, array):
         """Every rank's equally shaped ``array``, stacked: shape ``(size, *array.shape)``."""
         _check_array("allgather", array)
         self._count("allgather", array.nbytes)
-        self._enter("allgather", array)
-        try:
+        with self._collective("allgather", array):
             return self._allgather(array)
-        finally:
-            self._leave()
 
     def allgatherv(self, array):
         """1-D arrays of different lengths, concatenated in rank order; returns (data, counts)."""
@@ -191,22 +216,16 @@ class Communicator(abc.ABC):
         if array.ndim != 1:
             raise ValueError(f"allgatherv expects a 1-D array, got shape {array.shape}")
         self._count("allgatherv", array.nbytes)
-        self._enter("allgatherv", array)
-        try:
+        with self._collective("allgatherv", array):
             return self._allgatherv(array)
-        finally:
-            self._leave()
 
     def broadcast(self, array, root=0):
         """Root's ``array`` copied into every rank's ``array`` (in place); returns it."""
         _check_array("broadcast", array)
         _check_rank(root, self.size, "root")
         self._count("broadcast", array.nbytes if self.rank == root else 0)
-        self._enter("broadcast", array, root)
-        try:
+        with self._collective("broadcast", array, root):
             return self._broadcast(array, root)
-        finally:
-            self._leave()
 
     def reduce_scatter(self, array, op="sum"):
         """Reduce over ranks, then rank ``r`` keeps chunk ``r`` of axis 0 (divisible by size)."""
@@ -216,11 +235,8 @@ class Communicator(abc.ABC):
             raise ValueError(f"reduce_scatter needs axis 0 ({array.shape[0]}) divisible by the "
                              f"group size {self.size}")
         self._count("reduce_scatter", array.nbytes // self.size * (self.size - 1))
-        self._enter("reduce_scatter", array, op)
-        try:
+        with self._collective("reduce_scatter", array, op):
             return self._reduce_scatter(array, op)
-        finally:
-            self._leave()
 
     def alltoall(self, array):
         """Personalized exchange: axis 0 (divisible by size) is cut into ``size`` equal chunks,
@@ -233,44 +249,40 @@ class Communicator(abc.ABC):
             raise ValueError(f"alltoall needs axis 0 ({first}) divisible by the group size "
                              f"{self.size}")
         self._count("alltoall", array.nbytes // self.size * (self.size - 1))
-        self._enter("alltoall", array)
-        try:
+        with self._collective("alltoall", array):
             return self._alltoall(array)
-        finally:
-            self._leave()
 
     def send(self, array, dest, tag=0):
         _check_array("send", array)
         _check_rank(dest, self.size, "dest")
         self._count("send", array.nbytes)
-        self._send(array, dest, tag)
+        with hooks.blocking_wait():
+            self._send(array, dest, tag)
 
     def recv(self, out, source, tag=0):
         """Receive into ``out`` (its shape and dtype must match what was sent); returns it."""
         _check_array("recv", out)
         _check_rank(source, self.size, "source")
         self._count("recv", 0)
-        return self._recv(out, source, tag)
+        with hooks.blocking_wait():
+            return self._recv(out, source, tag)
 
     def isend(self, array, dest, tag=0):
         _check_array("isend", array)
         _check_rank(dest, self.size, "dest")
         self._count("send", array.nbytes)
-        return self._isend(array, dest, tag)
+        return self._released_waits(self._isend(array, dest, tag))
 
     def irecv(self, out, source, tag=0):
         _check_array("irecv", out)
         _check_rank(source, self.size, "source")
         self._count("recv", 0)
-        return self._irecv(out, source, tag)
+        return self._released_waits(self._irecv(out, source, tag))
 
     def barrier(self):
         self._count("barrier", 0)
-        self._enter("barrier")
-        try:
+        with self._collective("barrier"):
             self._barrier()
-        finally:
-            self._leave()
 
     # ---- to implement -----------------------------------------------------------------
     @abc.abstractmethod

@@ -9,7 +9,17 @@ most do not), so float16 buffers are described to MPI as 16-bit integers (a view
 and reduced with user-defined MPI ops that view the bytes as float16 and add (max, min,
 multiply) with NumPy. Accumulation is therefore in float16, pairwise in MPI's order, and
 the bytes on the wire stay half of float32's: the point of fp16 gradient compression.
+
+Quiet waits: Open MPI's blocking calls busy-poll (``mpi_yield_when_idle`` only makes the
+spinning rank yield the core between polls; it still shows as 100% CPU). Under the
+launcher's ``--compute-slots`` (``hooks.quiet_waits()``) a rank waits instead by testing a
+nonblocking request with short sleeps: before each blocking collective it waits in an
+``Ibarrier`` until the whole group has arrived, then runs the same blocking call as
+without slots (the same algorithm, so the same bits); sends, receives and request waits
+poll their own request.
 """
+import time
+
 import numpy as np
 
 from ..backend import half
@@ -22,6 +32,10 @@ __all__ = ["MPICommunicator", "import_mpi"]
 
 _MPI = None
 _HALF_OPS = {}
+# Quiet waits poll from FIRST_POLL_SECONDS, doubling up to LAST_POLL_SECONDS: a handful of
+# polls for a short wait, about 500 cheap wake-ups a second for a long one.
+FIRST_POLL_SECONDS = 50e-6
+LAST_POLL_SECONDS = 2e-3
 
 
 def import_mpi():
@@ -59,6 +73,22 @@ def _half_op(op):
 
         _HALF_OPS[name] = import_mpi().Op.Create(reduce_half, commute=True)
     return _HALF_OPS[name]
+
+
+def wait_quietly(request):
+    """Complete an mpi4py request by ``Test`` and sleeps (no busy CPU)."""
+    pause = FIRST_POLL_SECONDS
+    while not request.Test():
+        time.sleep(pause)
+        pause = min(2 * pause, LAST_POLL_SECONDS)
+
+
+def _wait(request):
+    """``request.Wait()``, or its quiet form while compute slots are on."""
+    if hooks.quiet_waits():
+        wait_quietly(request)
+    else:
+        request.Wait()
 
 
 def _wire(array):
@@ -101,7 +131,9 @@ class MPICommunicator(Communicator):
         self.comm = MPI.COMM_WORLD if comm is None else comm
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
-        node = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+        with hooks.blocking_wait():        # Split_type is collective: wait off the slot
+            self._await_peers()
+            node = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
         self.local_rank, self.local_size = node.Get_rank(), node.Get_size()
         node.Free()
         self.world_ranks = None if self.comm == MPI.COMM_WORLD else _world_ranks(self.comm)
@@ -120,6 +152,10 @@ class MPICommunicator(Communicator):
     def _in_place(self):
         return import_mpi().IN_PLACE
 
+    def _await_peers(self):
+        if hooks.quiet_waits() and self.size > 1:
+            wait_quietly(self.comm.Ibarrier())
+
     def _allreduce(self, array, op, out):
         send, result = self._reduce_args(array, out)
         self.comm.Allreduce(send, _wire(result), op=_mpi_op(op, array.dtype))
@@ -130,7 +166,7 @@ class MPICommunicator(Communicator):
         request = self.comm.Iallreduce(send, _wire(result), op=_mpi_op(op, array.dtype))
 
         def finish():
-            request.Wait()
+            _wait(request)
             return divide_in_place(result, self.size) if op == "mean" else result
         return Request(finish)
 
@@ -173,11 +209,17 @@ class MPICommunicator(Communicator):
     # ---- point to point -------------------------------------------------------------
     def _send(self, array, dest, tag):
         _check_host("send", array)
-        self.comm.Send(_wire(array), dest=dest, tag=tag)
+        if hooks.quiet_waits():
+            wait_quietly(self.comm.Isend(_wire(array), dest=dest, tag=tag))
+        else:
+            self.comm.Send(_wire(array), dest=dest, tag=tag)
 
     def _recv(self, out, source, tag):
         _check_host("recv", out)
-        self.comm.Recv(_wire(out), source=source, tag=tag)
+        if hooks.quiet_waits():
+            wait_quietly(self.comm.Irecv(_wire(out), source=source, tag=tag))
+        else:
+            self.comm.Recv(_wire(out), source=source, tag=tag)
         return out
 
     def _isend(self, array, dest, tag):
@@ -185,7 +227,7 @@ class MPICommunicator(Communicator):
         request = self.comm.Isend(_wire(array), dest=dest, tag=tag)
 
         def finish():
-            request.Wait()
+            _wait(request)
         return Request(finish)
 
     def _irecv(self, out, source, tag):
@@ -193,7 +235,7 @@ class MPICommunicator(Communicator):
         request = self.comm.Irecv(_wire(out), source=source, tag=tag)
 
         def finish():
-            request.Wait()
+            _wait(request)
             return out
         return Request(finish)
 
@@ -210,7 +252,8 @@ class MPICommunicator(Communicator):
             return None
         group = self.comm.Get_group().Incl(list(ranks))
         try:
-            sub = self.comm.Create_group(group)
+            with hooks.blocking_wait():     # collective over the members
+                sub = self.comm.Create_group(group)
         finally:
             group.Free()
         if name is not None:

@@ -15,6 +15,7 @@ are posted, so a ``tag`` is accepted but does not reorder anything. CuPy is impo
 """
 import numpy as np
 
+from . import hooks
 from .communicator import Communicator, Request, check_buffers
 from .reduction import divide_in_place
 
@@ -91,8 +92,9 @@ class NCCLCommunicator(Communicator):
                 nccl_id = nccl.get_unique_id()
         self.device = cupy.cuda.Device(self.local_rank % cupy.cuda.runtime.getDeviceCount())
         self.device.use()
-        self._comm = nccl.NcclCommunicator(self.size, _id_like(_id_array(nccl_id),
-                                                               nccl.get_unique_id()), self.rank)
+        with hooks.blocking_wait():         # NCCL's init waits for every rank
+            self._comm = nccl.NcclCommunicator(
+                self.size, _id_like(_id_array(nccl_id), nccl.get_unique_id()), self.rank)
         self.stream = cupy.cuda.Stream(non_blocking=True)
 
     def _share_id(self, nccl_id):

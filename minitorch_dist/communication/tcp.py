@@ -24,6 +24,7 @@ import zlib
 
 import numpy as np
 
+from . import hooks
 from .communicator import Communicator, Request, check_buffers
 from .local import check_group_ranks
 from .reduction import check_out, reduce_arrays
@@ -244,7 +245,8 @@ class TCPCommunicator(Communicator):
                     or not 0 <= rank < size:
                 raise ValueError(f"TCPCommunicator needs 0 <= rank < size, got rank={rank!r} "
                                  f"size={size!r}")
-            _mesh = _build_mesh(unique_id, rank, size, timeout) if size > 1 else {}
+            with hooks.blocking_wait():     # connecting waits for every peer
+                _mesh = _build_mesh(unique_id, rank, size, timeout) if size > 1 else {}
             _mesh = {other: _Peer(sock, other) for other, sock in _mesh.items()}
             members = tuple(range(size))
         self._peers, self._members, self._group_id = _mesh, members, group_id

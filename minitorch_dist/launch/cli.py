@@ -18,9 +18,10 @@ import shlex
 import sys
 
 from .bind_shim import MODE_VARIABLE, SAVED_PRELOAD
+from .compute_slots import SLOTS_VARIABLE, check_compute_slots
 from .job import check_timeout, launch
-from .mpiexec import (build_command, find_mpiexec, forwarded_variables, mpi_flavor,
-                      rank_environment)
+from .mpiexec import (THREAD_VARIABLES, build_command, find_mpiexec, forwarded_variables,
+                      mpi_flavor, rank_environment)
 from .network import (check_interfaces, check_resolvable, check_slots, job_environment,
                       parse_hosts, read_hostfile)
 from .remote import AGENT_VARIABLE
@@ -39,6 +40,7 @@ _EXAMPLES = """examples:
   python -m minitorch_dist.run -n 2 examples/mnist_cnn.py --epochs 2
   python -m minitorch_dist.run -n 8 --rank0-only examples/sharding_quickstart.py
   python -m minitorch_dist.run -n 4 --timeout 600 -m mypackage.train --lr 0.1
+  python -m minitorch_dist.run -n 8 --compute-slots 1 train.py   # ranks take turns computing
   python -m minitorch_dist.run -n 2 -c "from minitorch_dist.communication import init, get_rank; init(); print(get_rank())"
   python -m minitorch_dist.run --dry-run -n 4 train.py        # print the mpiexec command only
   python -m minitorch_dist.run -n 8 --hosts node1:4,node2:4 --iface eth0 train.py
@@ -113,6 +115,12 @@ def build_parser():
     parser.add_argument("--iface", dest="interfaces", metavar="NET",
                         help="with --hosts/--hostfile: the network (interface names or CIDR, "
                              "comma separated) that the job's traffic and listeners use")
+    parser.add_argument("--compute-slots", dest="compute_slots", metavar="K",
+                        help="at most K ranks compute at once (1 <= K <= N): a rank gives its "
+                             "slot back while it waits for others, so N ranks need the memory "
+                             "of K ranks' activations, and each computing rank gets cores/K "
+                             "BLAS threads; same results; default: every rank computes at "
+                             "will (docs/distributed.md, Launching)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the mpiexec command line and environment, start nothing")
     parser.add_argument("program", nargs="?", metavar=_PROGRAM,
@@ -162,7 +170,7 @@ def _split(args, parser):
 
 def parse_options(args):
     """The launcher's options as a dict (n, timeout, oversubscribe, dry_run, log_dir, tag,
-    rank0_only, hosts, hostfile, interfaces, argv); a usage error is a ``UsageError`` (a
+    rank0_only, hosts, hostfile, interfaces, compute_slots, argv); a usage error is a ``UsageError`` (a
     ``SystemExit``) carrying the message and the usage line; ``-h`` prints the help and
     raises ``SystemExit(0)``.
 
@@ -186,6 +194,15 @@ def parse_options(args):
     if options["hosts"] is not None:
         try:
             parse_hosts(options["hosts"])
+        except ValueError as exc:
+            parser.error(str(exc))
+    if options["compute_slots"] is not None:
+        if options["hosts"] is not None or options["hostfile"] is not None:
+            parser.error("--compute-slots applies to a job on this machine only (its slots "
+                         "are lock files there), not with --hosts or --hostfile")
+        try:
+            options["compute_slots"] = check_compute_slots(options["compute_slots"],
+                                                           options["n"])
         except ValueError as exc:
             parser.error(str(exc))
     options["argv"] = program
@@ -277,7 +294,8 @@ def main(args=None):
     try:
         return launch(options["n"], options["argv"], timeout=options["timeout"],
                       oversubscribe=options["oversubscribe"], log_dir=options["log_dir"],
-                      tag=options["tag"], rank0_only=options["rank0_only"], **hosts)
+                      tag=options["tag"], rank0_only=options["rank0_only"],
+                      env=rank_environment(compute_slots=options["compute_slots"]), **hosts)
     except KeyboardInterrupt:       # Ctrl-C outside the wait (setup, report)
         print("minitorch_dist.run: interrupted (Ctrl-C)", file=sys.stderr, flush=True)
         return 130
@@ -287,10 +305,12 @@ def _dry_run(options, hosts):
     """Print the mpiexec command (with the environment it needs) instead of running it."""
     mpiexec = find_mpiexec()
     remote = bool(options["hosts"] or options["hostfile"])
-    env = job_environment(rank_environment(), mpi_flavor(mpiexec), remote,
-                          interfaces=options["interfaces"])
-    prefix = [f"{name}={shlex.quote(env[name])}" for name in
-              ("LD_PRELOAD", SAVED_PRELOAD, MODE_VARIABLE, AGENT_VARIABLE) if name in env]
+    env = job_environment(rank_environment(compute_slots=options["compute_slots"]),
+                          mpi_flavor(mpiexec), remote, interfaces=options["interfaces"])
+    shown = ("LD_PRELOAD", SAVED_PRELOAD, MODE_VARIABLE, AGENT_VARIABLE)
+    if options["compute_slots"] is not None:
+        shown += (SLOTS_VARIABLE,) + THREAD_VARIABLES
+    prefix = [f"{name}={shlex.quote(env[name])}" for name in shown if name in env]
     forward = forwarded_variables(env) if remote else ()
     print(" ".join(prefix + [shlex.quote(word) for word in _command(
         options["n"], options["argv"], mpiexec, options["oversubscribe"], forward=forward,

@@ -18,10 +18,12 @@ import sys
 
 from ..backend.allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
 from .bind_shim import MODE_VARIABLE, SAVED_PRELOAD
+from .compute_slots import SLOTS_VARIABLE, slot_threads
 from .remote import AGENT_VARIABLE, agent_setting
 
 __all__ = ["find_mpiexec", "mpi_flavor", "build_command", "rank_environment",
-           "forwarded_variables", "RANK_RUNNER", "THREAD_VARIABLES", "MALLOC_VARIABLES"]
+           "forwarded_variables", "usable_cores", "RANK_RUNNER", "THREAD_VARIABLES",
+           "MALLOC_VARIABLES", "SLOT_MALLOC_VARIABLES"]
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -123,10 +125,29 @@ def build_command(n, argv, mpiexec, python=None, flavor="openmpi", is_root=None,
 
 MALLOC_VARIABLES = {"MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD),
                     "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD)}
+# Under --compute-slots memory is the point: a waiting rank must hand its freed activations
+# back to the system, so blocks from 1 MiB up are mapped and unmapped one by one (glibc's
+# behaviour for big blocks; the price is a page fault per 4 KiB on each reuse).
+SLOT_MALLOC_VARIABLES = {"MALLOC_MMAP_THRESHOLD_": str(1 << 20),
+                         "MALLOC_TRIM_THRESHOLD_": str(16 << 20)}
 
 
-def rank_environment(env=None):
+def usable_cores():
+    """The CPUs this process may run on (its affinity mask), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def rank_environment(env=None, compute_slots=None):
     """``env`` (default: this process's) with one BLAS/OpenMP thread unless already set.
+
+    With ``compute_slots`` K (``--compute-slots``) only K ranks compute at once, so each
+    gets the usable cores divided by K (``slot_threads``) instead, unless the environment
+    says otherwise, the ranks learn K from ``MINITORCH_DIST_COMPUTE_SLOTS``, and freed
+    blocks from 1 MiB up go back to the system (``SLOT_MALLOC_VARIABLES``) instead of
+    staying with the rank that freed them.
 
     Open MPI ranks also yield the core while they wait: with more ranks than idle cores
     (the usual laptop case) busy-polling ranks starve the rank doing the work. And glibc
@@ -141,11 +162,16 @@ def rank_environment(env=None):
     ('4', '1')
     """
     env = dict(os.environ if env is None else env)
+    threads = "1"
+    if compute_slots is not None:
+        env[SLOTS_VARIABLE] = str(int(compute_slots))
+        threads = str(slot_threads(usable_cores(), compute_slots))
     for name in THREAD_VARIABLES:
-        env.setdefault(name, "1")
+        env.setdefault(name, threads)
     env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
     if env.get("MINITORCH_DIST_SYSTEM_MALLOC") != "1":      # opt-out, e.g. to measure the effect
-        for name, value in MALLOC_VARIABLES.items():
+        malloc = MALLOC_VARIABLES if compute_slots is None else SLOT_MALLOC_VARIABLES
+        for name, value in malloc.items():
             env.setdefault(name, value)
     return env
 

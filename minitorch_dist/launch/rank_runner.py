@@ -21,6 +21,10 @@ Like ``python -m mpi4py`` (which it replaces in the launcher) it runs the progra
   networks (``network``), and is released right after ``MPI_Init`` (``shim_release``),
   so the user's own sockets bind where the user says.
 
+* under ``--compute-slots K`` the rank takes one of the job's K compute slots before the
+  program starts, waits for others off the slot, and gives it back when the program ends
+  (``compute_slots``);
+
 * a usage error of the program's ``argparse`` parser (a mistyped option, the wrong ``-n``
   for the script) goes to the failure record too: the launcher's report shows its message
   and usage line once, instead of N copies of the usage block and "SystemExit: exit code 2".
@@ -35,7 +39,7 @@ import threading
 import time
 import traceback
 
-from . import watchdog
+from . import compute_slots, watchdog
 from .bind_shim import MODE_VARIABLE
 from .shim_release import release_after_mpi_init
 from .teardown import LAUNCHER_PID_VARIABLE, local_launcher_pid
@@ -141,7 +145,11 @@ def main(argv=None):
             release_after_mpi_init()     # MPI_Init opens its listeners under the shim
         if watchdog.launched():
             _report_usage_errors()
-        run_program(argv)
+        compute_slots.install()
+        try:
+            run_program(argv)
+        finally:
+            compute_slots.uninstall()      # MPI_Finalize (at exit) waits for the others
     except _UsageExit as exc:
         watchdog.record_failure(message=f"{exc.message}\n{exc.usage}", kind="usage",
                                 fold=exc.message)
