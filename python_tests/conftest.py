@@ -5,9 +5,13 @@
 * ``virtual_gpu`` turns on the emulated GPU (``MINITORCH_DIST_VIRTUAL_GPU=1``) for one test
   and zeroes the transfer and placement counters, so byte counts can be asserted exactly;
 * ``no_gpu`` makes sure neither a real nor a virtual GPU is visible;
-* Hypothesis runs without deadlines and derandomized, so the suite is deterministic.
+* Hypothesis runs without deadlines and derandomized, so the suite is deterministic;
+* a test that leaves the process ignoring Ctrl-C (SIGINT ignored at the C level, which
+  ``signal.getsignal`` does not show) fails: every process the later tests start would
+  inherit it, and a launcher started that way could not be interrupted.
 """
 import os
+import signal
 import sys
 
 import pytest
@@ -41,6 +45,29 @@ def _reset_device_target():
     ms.set_context(device_target="CPU")
     yield
     ms.set_context(device_target="CPU")
+
+
+def _sigint_ignored():
+    """Whether the kernel ignores SIGINT for this process (Linux: /proc/self/status)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("SigIgn:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+    except OSError:
+        pass
+    return False
+
+
+@pytest.fixture(autouse=True)
+def _sigint_kept(request):
+    """Fail the test after which SIGINT is ignored, and put the handler back."""
+    before = _sigint_ignored()
+    yield
+    if not before and _sigint_ignored():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        pytest.fail(f"{request.node.nodeid} left SIGINT ignored in the pytest process; "
+                    "the processes later tests start would inherit it", pytrace=False)
 
 
 @pytest.fixture

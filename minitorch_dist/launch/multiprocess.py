@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -45,6 +46,7 @@ def spawn(target, world_size, args=(), kwargs=None, timeout=None, log_dir=None,
                                                        dict(kwargs or {}), job_dir))
                  for rank in range(world_size)]
     start = time.monotonic()
+    previous = _interruptible()
     try:
         for process in processes:    # inside the try: a Ctrl-C while starting stops those started
             process.start()
@@ -55,6 +57,9 @@ def spawn(target, world_size, args=(), kwargs=None, timeout=None, log_dir=None,
               file=sys.stderr, flush=True)
         _remove_job_dir(job_dir, keep_logs)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     if all(code == 0 for code in codes):
         _remove_job_dir(job_dir, keep_logs)
         return 0
@@ -68,6 +73,17 @@ def spawn(target, world_size, args=(), kwargs=None, timeout=None, log_dir=None,
     code = positive[0] if positive else 128 - min(c for c in codes if c is not None)
     print(report.format_report(records, code, job_dir), file=sys.stderr, flush=True)
     return code
+
+
+def _interruptible():
+    """Make SIGINT raise KeyboardInterrupt in the main thread for the job's lifetime, as
+    ``python -m minitorch_dist.run`` does, whatever this process inherited: Python leaves
+    SIGINT alone when it starts with it ignored (a background job of a script, or a parent
+    that ignored it), and the job could then not be stopped. Returns the handler to put back
+    (None off the main thread, where handlers cannot be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _spawned(target, rank, world_size, args, kwargs, job_dir):
