@@ -28,6 +28,9 @@ from . import train
 from . import amp
 from .amp import custom_mixed_precision, get_black_list, get_white_list
 from .train import (Model, save_checkpoint, load_checkpoint, load_param_into_net)
+# MindSpore 2.x exports the callbacks at the top too (``from mindspore import LossMonitor``)
+from .train import (Callback, CheckpointConfig, History, LambdaCallback, LossMonitor,
+                    ModelCheckpoint, RunContext, TimeMonitor)
 from .train.model_export import export, load
 from .parallel.context import (ParallelMode, set_auto_parallel_context,
                                get_auto_parallel_context, reset_auto_parallel_context)

@@ -168,3 +168,13 @@ def test_dataset_config_load_reads_mindspores_json(tmp_path):
         ds.config.set_seed(None)
     with pytest.raises(OSError, match="no such file"):
         ds.config.load(str(tmp_path / "missing.json"))
+
+
+def test_callbacks_are_exported_at_the_top_as_in_mindspore_2():
+    # resnet50_distributed_training_gpu.py: `from mindspore import LossMonitor`
+    from minitorch_dist import (Callback, CheckpointConfig, LossMonitor, ModelCheckpoint,
+                                RunContext, TimeMonitor)
+    from minitorch_dist import train
+    assert (LossMonitor, TimeMonitor, ModelCheckpoint) == \
+        (train.LossMonitor, train.TimeMonitor, train.ModelCheckpoint)
+    assert issubclass(LossMonitor, Callback) and CheckpointConfig and RunContext
