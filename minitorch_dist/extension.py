@@ -15,6 +15,8 @@ The methods, each with who calls it:
 * ``call_cell(cell, inputs, kwargs)``: ``Cell.__call__`` (no per-thread cell hook) runs a cell.
 * ``call_differentiated(fn, args)``: ``value_and_grad`` (``grad``, ``GradOperation``) runs ``fn``.
 * ``call_function(fn, args)``: ``jit`` and ``AutoParallel`` run a function.
+* ``gradient_scope(fn, weights)``: ``value_and_grad``'s context around forward and
+  backward (the parallel layer fuses deferred mirror reductions in its ``finish``).
 * ``check_primitive_call(prim)``: ``Primitive.apply``, before a primitive with a strategy runs.
 * ``train_step_reducer(weights, network)``: ``TrainOneStepCell``'s gradient reduction, or None.
 * ``stage_parameters(cell)``: ``Cell.infer_param_pipeline_stage``'s parameters of this rank.
@@ -43,6 +45,11 @@ class Extension:
     def call_differentiated(self, fn, args):
         """Run ``fn(*args)`` for ``value_and_grad`` (and so ``grad``, ``GradOperation``)."""
         return fn(*args)
+
+    def gradient_scope(self, fn, weights):
+        """A context around ``value_and_grad``'s forward; its ``finish(targets, grads)`` runs
+        after the backward and returns the gradients."""
+        return _PlainGradientScope()
 
     def call_function(self, fn, args):
         """Run ``fn(*args)`` for ``jit`` and ``AutoParallel``."""
@@ -113,3 +120,16 @@ def install_extension(ext):
         raise TypeError(f"install_extension needs an Extension, got {type(ext).__name__}")
     previous, _installed[0] = _installed[0], ext
     return previous
+
+
+class _PlainGradientScope:
+    """The single-process ``gradient_scope``: nothing around forward, gradients as found."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def finish(self, targets, grads):
+        return grads

@@ -71,7 +71,8 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
                 raise ValueError(f"grad_position {p} is out of range for {len(args)} positional inputs")
             x = args[p] if isinstance(args[p], Tensor) else Tensor(args[p])
             args[p] = Tensor._make(x.data, x.device).requires_grad_(True)
-        with enable_grad():
+        scope = extension().gradient_scope(fn, params)
+        with enable_grad(), scope:
             out = extension().call_differentiated(fn, args)
         if has_aux:
             if not isinstance(out, (tuple, list)) or len(out) < 2:
@@ -88,6 +89,7 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
         targets = inputs + list(params)
         found = run_backward(live, [r.device.xp.ones(r.shape, r.dtype) for r in live],
                              targets=targets) if live else [None] * len(targets)
+        found = scope.finish(targets, found)
         grads = [_as_tensor_grad(g, t) for g, t in zip(found, targets)]
         input_grads = grads[:len(inputs)]
         weight_grads = tuple(grads[len(inputs):])

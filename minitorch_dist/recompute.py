@@ -12,8 +12,9 @@ Random draws are replayed: the framework's random stream (``random.get_rng_state
 before the forward and restored around the second run, so a dropout in the block draws the
 same mask twice, then the stream goes on from where it was. What cannot be replayed is
 refused with a ``ValueError`` naming the block: random draws on a device (CuPy's generators
-keep their own state) and a training-mode batch norm (its forward updates the moving
-statistics, which a second run would update twice).
+keep their own state). A training-mode batch norm inside a recomputed Cell updates its moving
+statistics in both runs: they are saved before the second run and put back after it, so
+they move once per step, as without recompute (ResNet stages can be recomputed).
 
 >>> import numpy as np
 >>> import minitorch_dist as ms
@@ -50,13 +51,7 @@ class _Recomputed(Primitive):
         leaf_of = {id(t): Tensor._make(t.data, t.device, t.requires_grad)
                    for t in inputs if not _is_read(t, ctx)}
         leaves = [leaf_of.get(id(a), a) if isinstance(a, Tensor) else a for a in args]
-        now = get_rng_state()
-        set_rng_state(stream)
-        try:
-            with enable_grad():
-                out = block(*leaves, **kwargs)
-        finally:
-            set_rng_state(now)
+        out = _replayed(block, leaves, kwargs, stream, ctx.statistics)
         outs = out if isinstance(out, tuple) else (out,)
         roots = [(o, g) for o, g in zip(outs, out_grads) if o.requires_grad]
         targets = [leaf_of.get(id(t), t) for t in inputs]
@@ -74,19 +69,35 @@ def _is_read(tensor, ctx):
 _NODE_PRIM = _Recomputed()
 
 
-def _check_block_state(owner):
-    """A training-mode batch norm in ``owner`` (a Cell) cannot be recomputed."""
+def _moving_statistics(owner):
+    """The moving statistics (``moving_mean``, ``moving_variance``) of the training-mode
+    batch norms in ``owner`` (a Cell): their forward updates them, so the second run must
+    leave them as the first run left them."""
     cells = getattr(owner, "cells_and_names", None)
     if cells is None:
-        return
-    for name, cell in cells():
+        return ()
+    found = []
+    for _, cell in cells():
         if getattr(cell, "training", False) and hasattr(cell, "moving_mean") \
                 and getattr(cell, "use_batch_statistics", True) is not False:
-            raise RecomputeError(
-                f"recompute: {type(owner).__name__} holds {type(cell).__name__} "
-                f"{name or '(itself)'!r} in training mode, whose forward updates its moving "
-                "statistics: running it again in backward would update them twice; recompute "
-                "the cells around it, or call set_train(False) on it")
+            found += [getattr(cell, name) for name in ("moving_mean", "moving_variance")
+                      if isinstance(getattr(cell, name, None), Tensor)]
+    return tuple(found)
+
+
+def _replayed(block, leaves, kwargs, stream, statistics):
+    """The second run of ``block``, recorded, with the random stream of the first run; the
+    moving ``statistics`` are restored afterwards (the update is the first run's only)."""
+    kept = [t.data.copy() for t in statistics]
+    now = get_rng_state()
+    set_rng_state(stream)
+    try:
+        with enable_grad():
+            return block(*leaves, **kwargs)
+    finally:
+        set_rng_state(now)
+        for tensor, value in zip(statistics, kept):
+            tensor.data[...] = value
 
 
 def recomputed_call(block, args, kwargs=None, owner=None):
@@ -97,8 +108,7 @@ def recomputed_call(block, args, kwargs=None, owner=None):
     tensors = [a for a in args if isinstance(a, Tensor)]
     if not is_grad_enabled() or not any(t.requires_grad for t in tensors + params):
         return block(*args, **kwargs)
-    if owner is not None:
-        _check_block_state(owner)
+    statistics = _moving_statistics(owner) if owner is not None else ()
     stream = get_rng_state()
     with no_grad():
         out = block(*args, **kwargs)
@@ -122,6 +132,7 @@ def recomputed_call(block, args, kwargs=None, owner=None):
     ctx = Context(device)
     ctx.read_ids = {id(t) for t in params}     # stay themselves in the second run
     ctx.replay = (block, tuple(args), kwargs, stream, inputs)
+    ctx.statistics = statistics
     ctx.needs_input_grad = tuple(t.requires_grad for t in inputs)
     meta = tuple((o.shape, o.dtype) for o in outs) if isinstance(out, tuple) else None
     node = Node(_NODE_PRIM, ctx, inputs, meta)

@@ -301,3 +301,39 @@ def test_packing_and_filling_during_backward_write_the_same_bits():
         assert filled.filled == {0, 1, 2}
         for a, b in zip(packed.buffers, filled.buffers):
             assert a.tobytes() == b.tobytes()
+
+
+def test_under_compute_slots_buckets_go_out_after_backward_not_during_it(monkeypatch):
+    """With a wait guard installed (``--compute-slots``), a full bucket is not launched from
+    ``put`` (the launch would wait for other ranks mid-backward, activations held): every
+    bucket goes out in ``launch_rest``, in the same order."""
+    import contextlib
+    from minitorch_dist.communication import hooks
+    params = _params([((3,), np.float32), ((2,), np.float32)])
+    launched = []
+    original = BucketExchange._launch
+    monkeypatch.setattr(BucketExchange, "_launch", lambda self, index, grads: launched.append(
+        index) or original(self, index, grads))
+
+    class Guard:
+        def released(self):
+            return contextlib.nullcontext()
+
+    def run(comm):
+        exchange = BucketExchange(BucketedAllreduce(comm, 16), params, 100)
+        exchange.put(0, np.ones(3, np.float32))
+        exchange.put(1, np.ones(2, np.float32))
+        during = len(launched)
+        pending = exchange.launch_rest([None, None])
+        for *_, request, _ in pending:
+            request.wait()
+        return during
+
+    for guard in (None, Guard()):
+        launched.clear()
+        hooks.set_wait_guard(guard)
+        try:
+            during = run_ranks(1, run)[0]
+        finally:
+            hooks.set_wait_guard(None)
+        assert (during == 0) == (guard is not None) and len(launched) >= 1

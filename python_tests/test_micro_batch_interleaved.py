@@ -90,3 +90,38 @@ def test_under_semi_auto_parallel_each_copy_is_sharded_and_the_sum_equals_the_pl
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     finally:
         ms.reset_auto_parallel_context()
+
+
+def test_semi_auto_copies_reduce_their_gradients_once_inside_fused_mirrors(monkeypatch):
+    """Each copy lets the parameters in through mirrors of its own: alone (no gradient scope)
+    they reduce every gradient once per copy; inside ``value_and_grad`` (its
+    ``FusedMirrors`` sees the network) the copies' gradients meet on the parameter and travel
+    in one allreduce, same values."""
+    from minitorch_dist.communication import run_ranks
+    from minitorch_dist.extension import Extension, extension
+    from minitorch_dist.parallel.sharding.scope import sharding_world
+    expected_loss, expected = _loss_and_grads(_network())
+    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel")
+
+    def rank(comm):
+        with sharding_world(comm):
+            network = MicroBatchInterleaved(_network(), 2)
+            params = network.trainable_params()
+            part = slice(comm.rank * 5, comm.rank * 5 + 5)
+            comm.reset_stats()
+            loss, grads = ms.value_and_grad(network, None, params)(ms.Tensor(X[part]),
+                                                                   ms.Tensor(Y[part]))
+            return (float(loss.asnumpy()), [g.asnumpy() for g in grads],
+                    comm.comm_stats()["by_op"]["allreduce"]["calls"])
+    try:
+        fused = run_ranks(2, rank)
+        with monkeypatch.context() as patch:
+            patch.setattr(type(extension()), "gradient_scope", Extension.gradient_scope)
+            alone = run_ranks(2, rank)
+        for (_, _, calls_alone), (loss, grads, calls) in zip(alone, fused):
+            assert loss == pytest.approx(expected_loss, rel=1e-5)
+            for got, want in zip(grads, expected):
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+            assert calls == calls_alone - 2 * 4 + 1     # 4 parameters x 2 copies -> 1 call
+    finally:
+        ms.reset_auto_parallel_context()

@@ -149,3 +149,42 @@ def test_level3_over_groups_of_two_and_an_opted_out_parameter_equals_one_process
         assert sizes == [64 * 32 * 4, 32 * 4, 256 * 4, 4 * 4]     # halves of 64, 512 and 8
         for got, want in zip(params, expected):
             np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_level3_weights_are_whole_only_around_each_use():
+    """After a step has sliced them, each weight is gathered for the primitive that reads it
+    and dropped after; backward gathers it again. A rank's peak of whole weights is one
+    weight (the largest), not all of them, and the results still equal one process."""
+    from minitorch_dist.parallel.data_parallel import gathered_use
+    expected, _ = _one_process(3)
+    ms.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True,
+                                 enable_parallel_optimizer=True, parallel_optimizer_config=LEVEL3)
+
+    def rank(comm):
+        with sharding_world(comm):
+            net = _network()
+            opt = nn.Adam(net.trainable_params(), 0.01)
+            reducer = DistributedGradReducer(opt.parameters, mean=True, communicator=comm)
+            part = slice(comm.rank * 4, comm.rank * 4 + 4)
+            _step(net, opt, X[part], Y[part], reducer)
+            peaks, during = [], []
+            for _ in range(2):
+                gathered_use.reset_gathered_peak()
+                comm.reset_stats()
+                loss_fn = nn.MSELoss()
+                grad_fn = ms.value_and_grad(lambda a, b: loss_fn(net(a), b), None,
+                                            opt.parameters)
+                _, grads = grad_fn(ms.Tensor(X[part]), ms.Tensor(Y[part]))
+                during.append([weight_slicing.is_sliced(p) for p in opt.parameters])
+                peaks.append((gathered_use.gathered_bytes(),
+                              comm.comm_stats()["by_op"]["allgather"]["calls"]))
+                opt(reducer(grads))
+            return [p.asnumpy() for p in net.trainable_params()], peaks, during
+    largest = max(a.nbytes for a in _INITIAL)
+    for params, peaks, during in run_ranks(4, rank, timeout=120):
+        for got, want in zip(params, expected):
+            np.testing.assert_allclose(got, want, atol=1e-5)
+        for (live, peak), gathers in peaks:
+            assert live == 0 and peak == largest, (live, peak, largest)
+            assert gathers == 2 * 4       # each of the 4 weights: forward, then backward
+        assert during == [[True] * 4] * 2   # still sliced after forward and backward

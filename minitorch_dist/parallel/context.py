@@ -83,7 +83,8 @@ _OPTIMIZER_LEVELS = ("level1", "level2", "level3")
 
 
 def check_parallel_optimizer_config(value):
-    """MindSpore's ``parallel_optimizer_config``: ``gradient_accumulation_shard`` (bool),
+    """MindSpore's ``parallel_optimizer_config``: ``gradient_accumulation_shard`` (bool:
+    accumulated gradients sliced, ``data_parallel/accumulation_shard.py``),
     ``parallel_optimizer_threshold`` (KB, int >= 0: smaller parameters stay whole),
     ``optimizer_weight_shard_size`` (ranks a state is sliced over, -1: the data-parallel
     group) and ``optimizer_level`` ("level1": states sliced; "level2": gradients too, which
@@ -101,11 +102,6 @@ def check_parallel_optimizer_config(value):
     if not isinstance(merged["gradient_accumulation_shard"], bool):
         raise ValueError("parallel_optimizer_config: gradient_accumulation_shard must be True "
                          f"or False, got {merged['gradient_accumulation_shard']!r}")
-    if merged["gradient_accumulation_shard"]:
-        raise NotImplementedError(
-            "parallel_optimizer_config: gradient_accumulation_shard=True (accumulated gradients "
-            "sliced over the data-parallel ranks) is not implemented: GradAccumulation keeps "
-            "each rank's accumulated gradients whole; leave it False")
     threshold = merged["parallel_optimizer_threshold"]
     if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
         raise ValueError("parallel_optimizer_config: parallel_optimizer_threshold must be an "

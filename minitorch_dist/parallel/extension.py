@@ -45,6 +45,7 @@ from .sharding.sharded_call import ShardedCall
 from .shard_function import ShardFunction
 from .dynamic_shape import declare_inputs
 from .comm import collective_ops
+from .comm_fusion import FusedMirrors
 
 logger = logging.getLogger("minitorch_dist")
 
@@ -99,6 +100,9 @@ class ParallelExtension(Extension):
         if call is None:
             call = _cell_calls[cell] = ShardedCall(cell)
         return call(*inputs)
+
+    def gradient_scope(self, fn, weights):
+        return FusedMirrors(weights, fn)
 
     def call_differentiated(self, fn, args):
         if not shards_operators():

@@ -11,6 +11,11 @@ returned loss carries them, so the ordinary gradient machinery hands them out, a
 data-parallel reduction and the optimizer run once per ``micro_size`` micro-batches
 (one allreduce per bucket per step, not per micro-batch).
 
+With optimizer parallel and ``parallel_optimizer_config={"gradient_accumulation_shard":
+True}`` (data parallel), the sliced parameters' micro-batch gradients are reduce-scattered
+at once and only this rank's slice is summed (``data_parallel/accumulation_shard.py``):
+``accumulated_bytes`` counts what the sums hold.
+
 ``set_auto_parallel_context(grad_accumulation_step=k)`` makes ``Model`` accumulate the same
 way: it wraps the loss network in ``GradAccumulation(net_with_loss, k)``
 (``parallel/extension.py``, ``_ModelWiring.accumulated``).
@@ -23,14 +28,13 @@ way: it wraps the loss network in ``GradAccumulation(net_with_loss, k)``
 >>> float(GradAccumulation(net, 2)(x, y).asnumpy())      # two micro-batch losses of 9.0
 18.0
 """
-import bisect
-
 from ..autograd import Node, enable_grad, is_grad_enabled, no_grad, run_backward
 from ..nn.cell import Cell
 from ..ops.primitive import Context
 from ..tensor import Tensor
 from .comm.collectives import MirrorDeferral
-from .comm_fusion import groups_for
+from .comm_fusion import reduce_deferred
+from .data_parallel.accumulation_shard import ShardedAccumulation
 from .pipeline.pipeline_cell import split_microbatches
 from .preset_gradients import PresetGradients
 
@@ -43,40 +47,6 @@ _GRADIENTS = PresetGradients("grad_accumulation.gradients", "GradAccumulation: t
 def _check_micro_size(owner, micro_size):
     if isinstance(micro_size, bool) or not isinstance(micro_size, int) or micro_size < 1:
         raise ValueError(f"{owner}: micro_size must be a positive int, got {micro_size!r}")
-
-
-def _fusion_keys(params):
-    kind, groups = groups_for("allreduce", params)
-    if kind == "alone":
-        return list(range(len(params)))
-    if kind == "ids":
-        return list(groups)
-    if kind == "index":
-        return [bisect.bisect_right(groups, k) for k in range(len(params))]
-    return [0] * len(params)
-
-
-def reduce_deferred(params, sums, deferral):
-    """Sum, over its mirror's ranks, the accumulated gradient of every parameter whose mirror
-    was deferred (semi/auto parallel): one allreduce per fusion group (``comm_fusion``), in
-    place in ``sums``."""
-    found = [(k, deferral.comm_of(p.data)) for k, p in enumerate(params) if sums[k] is not None]
-    found = [(k, comm) for k, comm in found if comm is not None]
-    if not found:
-        return
-    keys = _fusion_keys([params[k] for k, _ in found])
-    groups = {}
-    for key, (k, comm) in zip(keys, found):
-        groups.setdefault((id(comm), key, str(sums[k].dtype)), (comm, []))[1].append(k)
-    for comm, members in groups.values():
-        xp = params[members[0]].device.xp
-        flat = xp.concatenate([sums[k].reshape(-1) for k in members])
-        flat = comm.allreduce(flat, "sum")
-        at = 0
-        for k in members:
-            n = sums[k].size
-            sums[k] = flat[at:at + n].reshape(sums[k].shape)
-            at += n
 
 
 class GradAccumulation(Cell):
@@ -97,6 +67,7 @@ class GradAccumulation(Cell):
         self.network = network
         self.micro_size = micro_size
         self.steps = 0       # micro-batches run under gradients (a test and benchmark counter)
+        self.accumulated_bytes = 0   # bytes of the sums held across the last step's micro-batches
 
     def construct(self, *inputs):
         micro = split_microbatches(inputs, self.micro_size)
@@ -108,21 +79,28 @@ class GradAccumulation(Cell):
             return total
         params = [p for p in self.network.trainable_params()]
         sums, total = [None] * len(params), None
+        sharded = ShardedAccumulation.for_step(params)
         with MirrorDeferral() as deferral:
             for row in micro:
                 with enable_grad():
                     loss = self.network(*row)
                 grads = run_backward([loss], [loss.device.xp.ones(loss.shape, loss.dtype)],
                                      targets=params)
-                for k, g in enumerate(grads):
-                    if g is None:
-                        continue
-                    dense = g.to_dense().data if hasattr(g, "to_dense") else g
-                    sums[k] = dense if sums[k] is None else sums[k] + dense
+                grads = [None if g is None else g.to_dense().data if hasattr(g, "to_dense")
+                         else g for g in grads]
+                if sharded is not None:     # sliced parameters: reduce-scattered at once
+                    grads = sharded.add(grads)
+                for k, dense in enumerate(grads):
+                    if dense is not None:
+                        sums[k] = dense if sums[k] is None else sums[k] + dense
                 with no_grad():
                     total = loss.data.copy() if total is None else total + loss.data
                 self.steps += 1
         reduce_deferred(params, sums, deferral)
+        self.accumulated_bytes = sum(g.nbytes for g in sums if g is not None) + \
+            (0 if sharded is None else sharded.held_bytes())
+        if sharded is not None:
+            sharded.hand_over(sums)
         kept = [(p, g) for p, g in zip(params, sums) if g is not None]
         device = loss.device
         if not kept:

@@ -30,6 +30,7 @@ import bisect
 import numpy as np
 
 from ... import kernels
+from ...communication import hooks
 from ...communication.reduction import array_module
 from ...communication.communicator import Request
 from .grad_arrays import gradient_array
@@ -360,7 +361,9 @@ class BucketExchange:
         write_slot(self.plan[index][1].xp, g, slot, self.prescale, self.half, self.bound)
         self.filled.add(pos)
         self.missing[index] -= 1
-        if self.launch:
+        # under --compute-slots a launch would wait for the other ranks mid-backward while
+        # this rank still holds its activations: then everything goes out in launch_rest
+        if self.launch and hooks.overlap_allowed():
             self._launch_ready()
         return slot
 

@@ -38,6 +38,7 @@ from ..comm.collectives import communicator_for
 from ..comm.rows import gather_rows
 from ..context import get_auto_parallel_context
 from .grad_arrays import check_gradient_tuple, gradient_array
+from .accumulation_shard import note_if_unused, ready_piece
 from .optimizer_parallel import scattered_gradients
 
 __all__ = ["DistributedGradReducer"]
@@ -139,8 +140,12 @@ class DistributedGradReducer(Cell):
         ``result``; returns the positions still to all-reduce."""
         arrays = [None if grads[i] is None else
                   gradient_array(grads[i], params[i], "DistributedGradReducer") for i in dense]
+        ready = _accumulated_pieces([params[i] for i in dense], arrays, divisor)
+        note_if_unused(bool(ready))
+        arrays = [None if k in ready else a for k, a in enumerate(arrays)]
         pieces = scattered_gradients(self.communicator, [params[i] for i in dense], arrays,
                                      divisor)
+        pieces.update(ready)
         for k, piece in pieces.items():
             result[dense[k]] = piece
         return [i for k, i in enumerate(dense) if k not in pieces]
@@ -194,6 +199,19 @@ class DistributedGradReducer(Cell):
     def __repr__(self):
         return (f"DistributedGradReducer(parameters={len(self.parameters_)}, mean={self.mean}, "
                 f"degree={self.degree}, ranks={self.communicator.size})")
+
+
+def _accumulated_pieces(params, arrays, divisor):
+    """``{position: GradientPiece}`` for the gradients accumulation already reduce-scattered
+    (``gradient_accumulation_shard``), divided by ``divisor``: they travel no more."""
+    out = {}
+    for k, (param, array) in enumerate(zip(params, arrays)):
+        piece = None if array is None else ready_piece(param, array)
+        if piece is not None:
+            if divisor != 1:
+                piece.values = piece.values / divisor
+            out[k] = piece
+    return out
 
 
 def _row_sliced(param):

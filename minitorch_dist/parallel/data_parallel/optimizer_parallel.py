@@ -12,8 +12,9 @@ The plan is per parameter and depends only on its size, the group and the contex
 rank computes the same plan without exchanging anything.
 
 At ``optimizer_level="level3"`` (data parallel only) the updated slices are not gathered
-after the step: each sliced weight keeps its slice alone and is gathered whole at its next
-use (``weight_slicing.py``), so between steps a rank holds 1/k of the weights as well.
+after the step: each sliced weight keeps its slice alone (``weight_slicing.py``), so between
+steps a rank holds 1/k of the weights as well; during a step each primitive that reads it
+gathers it whole for its forward and again for its backward (``gathered_use.py``).
 
 The plan:
 
@@ -30,7 +31,7 @@ import math
 import weakref
 
 from ...nn.optim import state_slicing
-from . import weight_slicing
+from . import gathered_use, weight_slicing
 from ...runtime import _once
 from ..comm.collectives import communicator_for
 from ..comm_fusion import groups_for
@@ -165,6 +166,7 @@ class _Gathers(state_slicing.SlicePlan):
                     continue
                 piece = param.data.reshape(-1)[start:stop]
             weight_slicing.release(param, comm, start, stop, piece)
+        gathered_use.install_on_this_thread()     # from now on: whole only around each use
 
     def add(self, param, piece):
         self.pending.append((param, piece))

@@ -15,12 +15,20 @@ While a stage runs, every cell call and primitive call goes through the hooks be
 
 Tensors computed by this stage are marked with it, so that only they cross the border and
 the inputs that every rank already has (labels, masks from the data) are never sent.
+
+A cell that runs here honours ``Cell.recompute()`` and ``memory_offload`` as ``Cell.__call__``
+does outside a pipeline (``_run_cell``), and a primitive its ``Primitive.recompute()``: the
+recomputed block runs under plain hooks (cells construct, primitives run) both times, so
+its second run in backward (outside this interception) computes exactly what the first did.
 """
 from contextlib import contextmanager
 
 from ...autograd import no_grad
 from ...nn.cell import set_cell_hook
+from ...offload import offload_on, offloaded_call
 from ...ops.primitive import set_primitive_hook
+from ...recompute import recomputed_call
+from ...runtime import _once
 from ...tensor import Tensor
 from .placeholder import Placeholder, first_placeholder
 from .stage_plan import PipelineConfigError
@@ -40,6 +48,44 @@ def intercepting(run):
     finally:
         set_cell_hook(old_cell)
         set_primitive_hook(old_prim)
+
+
+class _PlainRun:
+    """Hooks for a block recomputed or offloaded inside a stage: nested cells run (with
+    their own recompute/offload), primitives run; nothing is staged or marked."""
+
+    @staticmethod
+    def cell_hook(cell, inputs, kwargs):
+        return _run_cell(cell, inputs, kwargs)
+
+    @staticmethod
+    def primitive_hook(prim, inputs, attrs):
+        return _run_primitive(prim, inputs, attrs)
+
+
+def _plainly(cell):
+    """``cell.construct`` under ``_PlainRun``'s hooks, whichever hooks are installed."""
+    def construct(*inputs, **kwargs):
+        with intercepting(_PlainRun):
+            return cell.construct(*inputs, **kwargs)
+    return construct
+
+
+def _run_cell(cell, inputs, kwargs):
+    """``cell.construct(*inputs, **kwargs)``, recomputed (``Cell.recompute()``) or with its
+    saved activations offloaded (``memory_offload``, a layer) as outside a pipeline."""
+    if cell.__dict__.get("_recompute"):
+        return recomputed_call(_plainly(cell), inputs, kwargs, owner=cell)
+    if not cell._cells and offload_on():
+        return offloaded_call(_plainly(cell), cell, inputs, kwargs)
+    return cell.construct(*inputs, **kwargs)
+
+
+def _run_primitive(prim, inputs, attrs):
+    """``prim.run``, recomputed when ``Primitive.recompute()`` asked for it."""
+    if prim._recompute:
+        return recomputed_call(lambda *xs: prim.run(*xs, **attrs), inputs)
+    return prim.run(*inputs, **attrs)
 
 
 def _flat_tensors(values):
@@ -80,6 +126,14 @@ class _Run:
                 found = first_placeholder((inputs, kwargs))
                 if found is not None:
                     return Placeholder(found.origin)
+                return self.run_cell(cell, inputs, kwargs)
+            if self.depth:
+                return self.run_cell(cell, inputs, kwargs)
+            if cell.__dict__.get("_recompute"):
+                _once("pipeline.recompute_spans_stages",
+                      f"Cell.recompute: {type(cell).__name__} holds cells of several pipeline "
+                      "stages, so it is not recomputed as a whole; its cells inside one stage "
+                      "are, where recompute() was called on them")
             return cell.construct(*inputs, **kwargs)
         index = self.call_index
         self.call_index += 1
@@ -93,6 +147,9 @@ class _Run:
 
     def run_primitive(self, prim, inputs, attrs):
         return prim.run(*inputs, **attrs)
+
+    def run_cell(self, cell, inputs, kwargs):
+        return cell.construct(*inputs, **kwargs)
 
 
 class TraceRun(_Run):
@@ -140,15 +197,18 @@ class StageRun(_Run):
             if sharded is not None and not kwargs:    # operator sharding inside the stage
                 out = sharded(*inputs)
             else:
-                out = cell.construct(*inputs, **kwargs)
+                out = _run_cell(cell, inputs, kwargs)
         finally:
             self.depth -= 1
         for t in _flat_tensors((out,)):
             setattr(t, _MARK, self.stage)
         return out
 
+    def run_cell(self, cell, inputs, kwargs):
+        return _run_cell(cell, inputs, kwargs)
+
     def run_primitive(self, prim, inputs, attrs):
-        out = prim.run(*inputs, **attrs)
+        out = _run_primitive(prim, inputs, attrs)
         if not self.depth and any(getattr(t, _MARK, None) == self.stage
                                   for t in _flat_tensors(inputs)):
             for t in _flat_tensors((out,)):

@@ -33,6 +33,7 @@ from .interception import TraceRun, intercepting
 from .membership import this_rank_topology
 from ..preset_gradients import PresetGradients
 from .replicas import start_replicas_equal
+from ..data_parallel.accumulation_shard import refuse_in_pipeline
 from ..comm.p2p import Channel, Mailbox, Recv, Send
 from .runner import StepRunner
 from .schedule.generate import generate_schedule
@@ -231,6 +232,8 @@ class PipelineCell(Cell):
                 total = loss if total is None else total + loss
             return total
         train = is_grad_enabled()
+        if train:
+            refuse_in_pipeline()
         results, runner = self._run(self.network, micro, train)
         total = None if results is None else _summed(results)
         (loss,) = broadcast_values(self._engine.topology, [total])

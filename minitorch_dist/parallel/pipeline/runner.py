@@ -264,10 +264,21 @@ def _saved_bytes(roots, parameter_arrays):
     for node in _topological_nodes([r for r in roots if r.grad_fn is not None]):
         if node.ctx is None:
             continue
-        for value in list(node.ctx.saved) + list(vars(node.ctx).values()):
-            if hasattr(value, "nbytes") and hasattr(value, "dtype") and not np.isscalar(value):
-                owner = value.base if getattr(value, "base", None) is not None else value
-                if id(owner) not in seen:
-                    seen.add(id(owner))
-                    total += int(owner.nbytes)
+        for value in _arrays_in(list(node.ctx.saved) + list(vars(node.ctx).values())):
+            owner = value.base if getattr(value, "base", None) is not None else value
+            if id(owner) not in seen:
+                seen.add(id(owner))
+                total += int(owner.nbytes)
     return total
+
+
+def _arrays_in(values, depth=3):
+    """The arrays among ``values``, looking into tuples and lists and through Tensors (a
+    recomputed block keeps its input tensors in a tuple) down to ``depth`` levels."""
+    for value in values:
+        if isinstance(value, Tensor):
+            value = value.data
+        if hasattr(value, "nbytes") and hasattr(value, "dtype") and not np.isscalar(value):
+            yield value
+        elif depth and type(value) in (tuple, list):
+            yield from _arrays_in(value, depth - 1)
