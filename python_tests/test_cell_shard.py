@@ -120,3 +120,92 @@ def test_cell_shard_is_ms_shard():
     block = Net(False).block1
     fn = block.shard(in_strategy=((1, 8),), parameter_plan={"dense2.weight": (8, 1)})
     assert isinstance(fn, ShardFunction) and fn.fn is block
+
+
+class Probe(nn.Cell):
+    """Records, on each call, the shape the layers' checks see and the local one."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def construct(self, x):
+        from minitorch_dist.nn.layers.logical_shape import logical_shape
+        self.seen.append((logical_shape(x), tuple(x.shape)))
+        return x
+
+
+class ColumnNet(nn.Cell):
+    """The tutorial's shape: a block whose input is split along its last axis, then a head
+    whose output rows are split, then a loss that checks logits against labels."""
+
+    def __init__(self, ranks):
+        super().__init__()
+        self.block1 = Block()
+        self.probe = Probe()
+        self.head = nn.Dense(16, 4)
+        self.head.matmul.shard(((2, ranks // 2), (1, ranks // 2)))
+        self.block1_shard = self.block1.shard(in_strategy=((1, ranks),),
+                                              parameter_plan={"self.block1.dense2.weight":
+                                                              (ranks, 1)})
+
+    def construct(self, x):
+        return self.head(self.probe(self.block1_shard(self.probe(x))))
+
+
+def _ce_train(net, x, y, group=None, sharded=False, steps=2):
+    opt = nn.SGD(net.trainable_params(), 0.1)
+    cell = nn.WithLossCell(net, nn.CrossEntropyLoss())
+    if sharded:
+        cell = ShardedCell(cell, opt, group=group)
+    step = nn.TrainOneStepCell(cell, opt)
+    return [float(step(ms.Tensor(x), ms.Tensor(y)).asnumpy()) for _ in range(steps)]
+
+
+def test_code_inside_a_sharded_block_sees_the_whole_shapes():
+    """Dense and CrossEntropyLoss check the last axis and the batch: on a rank's slices they
+    used to see local shapes and refuse (shard_function_parallel, model_saving_loading's
+    retrain). They see the logical shapes now, as in MindSpore, and train as one process."""
+    rng = np.random.default_rng(1)
+    x, y = rng.random((8, 16), np.float32), rng.integers(0, 4, 8).astype(np.int32)
+    reference = _ce_train(_weights(ColumnNet(4)), x, y)
+    ms.set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="sharding_propagation",
+                                 full_batch=True)
+
+    def rank(comm):
+        net = _weights(ColumnNet(4))
+        losses = _ce_train(net, x, y, group=comm, sharded=True)
+        return losses, net.block1.dense2.weight.asnumpy().shape, net.probe.seen[-2:]
+
+    for losses, shape, seen in run_ranks(4, rank):
+        np.testing.assert_allclose(losses, reference, rtol=1e-5)
+        assert shape == (4, 32)                               # parameter_plan (4, 1)
+        (whole_in, _), (whole_out, _) = seen
+        assert whole_in == (8, 16) and whole_out == (8, 16)   # logical, whatever the slice
+
+
+class ConvNet(nn.Cell):
+    def __init__(self, sharded):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 6, 3, has_bias=True)
+        self.bn = nn.BatchNorm2d(6)
+        self.flat = nn.Flatten()
+        self.fc = nn.Dense(6 * 5 * 5, 3)
+        self.conv_s = self.conv.shard(in_strategy=((1, 2, 1, 1),)) if sharded else self.conv
+
+    def construct(self, x):
+        return self.fc(self.flat(self.bn(self.conv_s(x))))
+
+
+def test_conv_and_batchnorm_check_whole_channels_and_buffers_slice_without_the_optimizer():
+    """Conv2d and BatchNorm2d check the channel axis, which an in_strategy of (1, 2, 1, 1)
+    splits; and BatchNorm's moving mean, sliced with its channels, is no parameter of the
+    optimizer (slicing it asked the optimizer for its state and failed)."""
+    rng = np.random.default_rng(0)
+    x, y = rng.random((4, 4, 5, 5), np.float32), np.array([0, 1, 2, 1], np.int32)
+    reference = _ce_train(_weights(ConvNet(False)), x, y)
+    ms.set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="sharding_propagation",
+                                 full_batch=True)
+    for losses in run_ranks(2, lambda comm: _ce_train(_weights(ConvNet(True)), x, y,
+                                                      group=comm, sharded=True)):
+        np.testing.assert_allclose(losses, reference, rtol=1e-5)

@@ -234,3 +234,32 @@ def test_the_optimizer_state_of_a_row_sliced_table_knows_its_rows(tmp_path):
         return True
 
     assert run_ranks(2, load_other, timeout=30) == [True, True]
+
+
+def test_thread_ranks_outside_their_world_record_their_own_rank(tmp_path, monkeypatch):
+    """A rank run as a thread saving outside ``sharding_world`` took its identity from the
+    process's communicator (rank 0 of 1 once an earlier test had initialised one): every
+    file then claimed rank 0, and loading a rank's own file on rank 1 was refused. The
+    identity now comes from the communicator that sliced the values."""
+    from minitorch_dist import communication
+    from minitorch_dist.communication import management
+
+    class ProcessWorld:                       # what an earlier init() leaves behind
+        rank, size = 0, 1
+
+    monkeypatch.setattr(communication.GlobalComm, "INITED", True)
+    monkeypatch.setattr(management, "_world", ProcessWorld)
+    blocks = _save_slices(tmp_path, 2, ((1, 2), (2, 1)), "t")
+    for r in range(2):
+        identity = json.loads(ms.load_checkpoint(str(tmp_path / f"t{r}.ckpt"))[IDENTITY])
+        assert (identity["rank"], identity["world_size"]) == (r, 2)
+
+    def rank(comm):
+        net = _sharded(comm, ((1, 2), (2, 1)))
+        ms.load_checkpoint(str(tmp_path / f"t{comm.rank}.ckpt"), net)
+        with pytest.raises(ValueError, match=f"rank {1 - comm.rank} of 2"):
+            ms.load_checkpoint(str(tmp_path / f"t{1 - comm.rank}.ckpt"), net)
+        return net.w.asnumpy()
+
+    for r, own in enumerate(run_ranks(2, rank, timeout=30)):
+        np.testing.assert_array_equal(own, blocks[r][1])

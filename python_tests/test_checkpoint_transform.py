@@ -169,3 +169,17 @@ def test_slices_without_their_strategy_file_are_refused(tmp_path):
     with pytest.raises(ValueError, match="holds slices of"):
         transform_checkpoint_by_rank(0, dict(enumerate(files)), str(tmp_path / "x.ckpt"))
     assert not (tmp_path / "x.ckpt").exists()
+
+
+def test_the_training_strategy_defaults_to_strategy_ckpt_configs_load_file(tmp_path):
+    """model_saving_loading's test_loading.py names the strategy only in
+    ``strategy_ckpt_config={"load_file": ...}``; the older key alone was read, so its
+    slices were refused as having no strategy."""
+    _run(tmp_path, 4, FOUR, "dst")
+    files = [str(tmp_path / "dst" / f"rank_{r}" / "checkpoint-1_1.ckpt") for r in range(4)]
+    ms.set_auto_parallel_context(
+        strategy_ckpt_config={"load_file": str(tmp_path / "dst_strategy.json")})
+    one = Net(None, np.zeros_like(W1))
+    load_distributed_checkpoint(one, files)
+    assert np.array_equal(_bits(one.w1.asnumpy()), _bits(W1))
+    assert np.array_equal(_bits(one.w2.asnumpy()), _bits(W2))

@@ -50,3 +50,64 @@ def test_bad_arguments_are_named():
         return True
 
     assert run_ranks(2, rank, timeout=30) == [True, True]
+
+
+def test_send_and_receive_carry_the_gradient_back():
+    """Receive's backward sends the gradient of what it received; Send's backward returns
+    it (the gradient of Send's own output is not used, as in MindSpore)."""
+    def rank(comm):
+        x = ms.Tensor(np.array([1.0, 2.0], np.float32), requires_grad=True)
+        if comm.rank == 0:
+            out = ops.Send(sr_tag=7, dest_rank=1, group=comm)(x * 3)
+            (out * 100).sum().backward()
+            return x.grad.asnumpy().tolist()
+        y = ops.Receive(sr_tag=7, src_rank=0, shape=[2], dtype=ms.float32, group=comm)()
+        (y * y * 5).sum().backward()              # d/dy = 10 y = 10 * 3x
+        return y.asnumpy().tolist()
+
+    grad0, received = run_ranks(2, rank, timeout=30)
+    assert received == [3.0, 6.0]
+    assert grad0 == [90.0, 180.0]                 # 10 * 3x * 3
+
+
+def test_a_manual_two_rank_pipeline_trains_like_one_process():
+    """Stage 0 (a Dense) sends to stage 1 (a Dense and the loss): the weight gradients that
+    value_and_grad gives each rank are those of the whole network in one process."""
+    from minitorch_dist import nn
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    labels = np.array([0, 1, 1, 0], np.int32)
+
+    def layers():
+        ms.set_seed(5)
+        return nn.Dense(3, 5), nn.Dense(5, 2)
+
+    first, second = layers()
+    loss_fn = nn.CrossEntropyLoss()
+    whole = ms.value_and_grad(lambda a: loss_fn(second(first(a)), ms.Tensor(labels)), None,
+                              first.trainable_params() + second.trainable_params())
+    want_loss, want = whole(ms.Tensor(x))
+
+    def rank(comm):
+        stage0, stage1 = layers()
+        if comm.rank == 0:
+            send = ops.Send(sr_tag=0, dest_rank=1, group=comm)
+            step = ms.value_and_grad(lambda a: send(stage0(a)), None, stage0.trainable_params())
+            _, grads = step(ms.Tensor(x))
+            return None, [g.asnumpy() for g in grads]
+        receive = ops.Receive(sr_tag=0, src_rank=0, shape=[4, 5], dtype=ms.float32, group=comm)
+        step = ms.value_and_grad(lambda: loss_fn(stage1(receive()), ms.Tensor(labels)), None,
+                                 stage1.trainable_params())
+        loss, grads = step()
+        return float(loss.asnumpy()), [g.asnumpy() for g in grads]
+
+    (_, grads0), (loss1, grads1) = run_ranks(2, rank, timeout=60)
+    assert loss1 == pytest.approx(float(want_loss.asnumpy()), rel=1e-6)
+    for got, expected in zip(grads0 + grads1, want):
+        np.testing.assert_allclose(got, expected.asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_sr_tag_out_of_range_is_refused():
+    with pytest.raises(ValueError, match="sr_tag must be in"):
+        ops.Send(1 << 14, 0)
+    with pytest.raises(ValueError, match="sr_tag must be in"):
+        ops.Receive(-1, 0, [1], ms.float32)

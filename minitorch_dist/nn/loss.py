@@ -9,6 +9,7 @@ from .. import ops
 from ..backend import dtypes
 from ..tensor import Tensor
 from .cell import Cell
+from .layers.logical_shape import logical_shape
 
 __all__ = ["LossBase", "MSELoss", "L1Loss", "MAELoss", "CrossEntropyLoss", "SoftmaxCrossEntropyWithLogits",
            "BCEWithLogitsLoss"]
@@ -32,8 +33,8 @@ def check_batch(owner, reduction, logits):
     ...
     ValueError: MSELoss: the batch is empty (logits of shape (0, 3)), and the mean of no samples is undefined; check the dataset and its batching (an empty last batch, a filter that removed everything), or use reduction='sum'
     """
-    if reduction == "mean" and isinstance(logits, Tensor) and 0 in tuple(logits.shape):
-        raise ValueError(f"{owner}: the batch is empty (logits of shape {tuple(logits.shape)}), "
+    if reduction == "mean" and isinstance(logits, Tensor) and 0 in logical_shape(logits):
+        raise ValueError(f"{owner}: the batch is empty (logits of shape {logical_shape(logits)}), "
                          "and the mean of no samples is undefined; check the dataset and its "
                          "batching (an empty last batch, a filter that removed everything), or "
                          "use reduction='sum'")
@@ -221,17 +222,17 @@ class CrossEntropyLoss(LossBase):
         if kind not in "iuf":
             raise TypeError(f"CrossEntropyLoss: labels must be int class indices or float class "
                             f"probabilities, got {labels.dtype}")
-        shape = tuple(logits.shape)
+        shape = logical_shape(logits)     # whole, also on a rank's slice in a sharded run
         if len(shape) == 0:
             raise ValueError("CrossEntropyLoss: logits must have shape (N, C), (N, C, d1, ...) or (C,), "
                              "got a scalar")
         index = kind != "f"
         per_sample = shape[:1] + shape[2:] if len(shape) > 1 else ()
         expected = per_sample if index else shape
-        if tuple(labels.shape) != expected:
+        if logical_shape(labels) != expected:
             what = "class indices" if index else "class probabilities"
             raise ValueError(f"CrossEntropyLoss: labels of {what} must have shape {expected} for logits "
-                             f"of shape {shape}, got {tuple(labels.shape)}")
+                             f"of shape {shape}, got {logical_shape(labels)}")
         if len(shape) == 1:
             logits = self.reshape(logits, (1, shape[0]))
             labels = self.reshape(labels, (1,) if index else (1, shape[0]))
@@ -253,7 +254,7 @@ class CrossEntropyLoss(LossBase):
             loss = self.sparse_ce(logits, labels)
         else:
             return self._weighted(logits, labels, index, none_shape)
-        if self.reduction == "none" and tuple(loss.shape) != none_shape:
+        if self.reduction == "none" and logical_shape(loss) != none_shape:
             loss = self.reshape(loss, none_shape)
         return loss
 

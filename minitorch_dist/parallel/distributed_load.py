@@ -14,7 +14,7 @@ import numpy as np
 from .checkpoint_transform import (_strategy, check_same_shapes, strategy_world,
                                    transformed_entries)
 from ..runtime import _once
-from .context import get_auto_parallel_context
+from .strategy_ckpt import strategy_ckpt_files
 
 __all__ = ["merge_sliced_parameter", "load_distributed_checkpoint"]
 
@@ -127,8 +127,8 @@ def load_distributed_checkpoint(network, checkpoint_filenames=None, predict_stra
             or not all(isinstance(f, str) for f in checkpoint_filenames):
         raise TypeError(f"{owner}: checkpoint_filenames must be a non-empty list of file paths "
                         "(rank 0's first)")
-    if train_strategy_filename is None:
-        train_strategy_filename = get_auto_parallel_context("strategy_ckpt_load_file") or None
+    if train_strategy_filename is None:     # strategy_ckpt_config's load_file, or the older key
+        train_strategy_filename = strategy_ckpt_files()[1] or None
     src = _strategy(train_strategy_filename, "train_strategy_filename", owner)
     src_world = strategy_world(src, "training strategy", owner)
     if src and len(checkpoint_filenames) != src_world:

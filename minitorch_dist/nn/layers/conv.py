@@ -7,6 +7,7 @@ from ...common.initializer import HeUniform, Uniform, initializer
 from ..cell import Cell
 from ..parameter import Parameter
 from .basic import positive_int, int_pair
+from .logical_shape import logical_shape
 
 __all__ = ["Conv2d"]
 
@@ -83,7 +84,7 @@ class Conv2d(Cell):
                                  dilation=self.dilation, group=self.group)
 
     def construct(self, x):
-        shape = x.shape
+        shape = logical_shape(x)      # whole, also on a rank's slice in a sharded run
         if len(shape) != 4 or shape[1] != self.in_channels:
             raise ValueError(f"Conv2d expected NCHW input with {self.in_channels} channels, "
                              f"got shape {tuple(shape)}"

@@ -8,6 +8,7 @@ from ..cell import Cell
 from ..parameter import Parameter
 from .activation import get_activation
 from .basic import positive_int
+from .logical_shape import logical_shape
 
 __all__ = ["Dense"]
 
@@ -51,7 +52,7 @@ class Dense(Cell):
         self.activation = get_activation(activation)
 
     def construct(self, x):
-        shape = x.shape
+        shape = logical_shape(x)      # whole, also on a rank's slice in a sharded run
         if not shape or shape[-1] != self.in_channels:
             raise ValueError(f"Dense expected input with last dimension {self.in_channels}, "
                              f"got shape {tuple(shape)}")

@@ -10,6 +10,7 @@ from ...common.initializer import initializer
 from ..cell import Cell
 from ..parameter import Parameter
 from .basic import positive_int
+from .logical_shape import logical_shape
 
 __all__ = ["BatchNorm2d", "BatchNorm1d"]
 
@@ -48,10 +49,11 @@ class _BatchNorm(Cell):
         self.bn_infer = ops.BatchNorm(is_training=False, epsilon=self.eps, momentum=1.0 - self.momentum)
 
     def _check_input(self, x):
-        if x.ndim not in self.ranks or x.shape[1] != self.num_features:
+        shape = logical_shape(x)      # whole, also on a rank's slice in a sharded run
+        if len(shape) not in self.ranks or shape[1] != self.num_features:
             ranks = " or ".join(f"{r}-D" for r in self.ranks)
             raise ValueError(f"{type(self).__name__} expected {ranks} input with {self.num_features} "
-                             f"channels on axis 1, got shape {tuple(x.shape)}")
+                             f"channels on axis 1, got shape {shape}")
 
     def _normalize(self, x):
         use_batch = self.training if self.use_batch_statistics is None else self.use_batch_statistics

@@ -5,9 +5,17 @@
 (MindSpore scripts write ``ops.Depend()(x, send(x))``); ``Receive(sr_tag, src_rank, shape,
 dtype, group)`` takes no input and returns the tensor sent with the same tag. Ranks are
 ranks of ``group`` (a name from ``communication.create_group``; default: the world), which
-is resolved at the first call. They move values only: no gradient crosses ranks through
-them (``Send``'s backward is the identity on its own input; ``Receive``'s output is a
-leaf), which the pipeline runtime handles itself.
+is resolved at the first call.
+
+They are differentiable as MindSpore's are: ``Receive``'s backward sends the gradient of what
+it received back to ``src_rank``, and ``Send``'s backward receives it from ``dest_rank`` (the
+gradient of ``Send``'s own output is not used: that output stands for the message). The
+backward messages travel over ``group_back`` (default: ``group``) under tags of their own, so
+a gradient never meets a forward ``Receive``. The sender's backward starts from ``Send``'s
+output: a rank whose step ends in a ``Send`` returns that output (or differentiates it), as
+MindSpore's graph keeps it through ``Depend``. A received value that takes part in a backward
+sends its gradient, so its sender must differentiate too (or the receiver stops the gradient:
+``ops.stop_gradient``).
 
 ``NeighborExchange(send_rank_ids, recv_rank_ids, recv_shapes, send_shapes, recv_type,
 group)`` sends input ``i`` to ``send_rank_ids[i]`` and returns one tensor per
@@ -25,6 +33,9 @@ from . import collectives as _c
 
 __all__ = ["Send", "Receive", "NeighborExchange"]
 
+MAX_TAG = (1 << 14) - 1          # sr_tag + BACKWARD_TAG stays within MPI's smallest tag bound
+BACKWARD_TAG = 1 << 14           # gradients travel under sr_tag + BACKWARD_TAG
+
 
 def _rank_in(owner, what, rank, comm, group):
     rank = _c._check_int(owner, what, rank)
@@ -41,6 +52,13 @@ def _shape(owner, what, shape):
     return tuple(shape)
 
 
+def _tag(owner, tag):
+    tag = _c._check_int(owner, "sr_tag", tag)
+    if not 0 <= tag <= MAX_TAG:
+        raise ValueError(f"{owner}: sr_tag must be in [0, {MAX_TAG}], got {tag}")
+    return tag
+
+
 class _Group:
     """Resolves ``group`` at the first call (a network may build the primitive anywhere)."""
 
@@ -49,12 +67,18 @@ class _Group:
             self.communicator = _c.resolve_communicator(self.group, type(self).__name__)
         return self.communicator
 
+    def _back_comm(self):
+        """The communicator of the backward message: ``group_back``, else ``group``."""
+        if getattr(self, "group_back", None) is None:
+            return self._comm()
+        return _c.resolve_communicator(self.group_back, type(self).__name__)
+
 
 class Send(_Group, Primitive):
     """``ops.Send(sr_tag, dest_rank, group, group_back)``: see the module docstring."""
 
     def __init__(self, sr_tag, dest_rank, group=None, group_back=None):
-        self.tag = _c._check_int("Send", "sr_tag", sr_tag)
+        self.tag = _tag("Send", sr_tag)
         self.dest = _c._check_int("Send", "dest_rank", dest_rank)
         self.group, self.group_back, self.communicator = group, group_back, None
 
@@ -65,18 +89,27 @@ class Send(_Group, Primitive):
 
     def forward(self, ctx, x, comm, dest, tag):
         _c.communicator_for(comm, ctx.device).send(contiguous(x), dest, tag)
+        ctx.shape, ctx.dtype = x.shape, x.dtype
         return x
 
     def backward(self, ctx, g):
-        return (g,)
+        """The gradient of the input, from ``dest_rank`` (its ``Receive``'s backward)."""
+        grad = ctx.xp.empty(ctx.shape, ctx.dtype)
+        _c.communicator_for(self._back_comm(), ctx.device).recv(grad, self.dest,
+                                                               self.tag + BACKWARD_TAG)
+        return (grad,)
 
 
-class Receive(_Group):
+class Receive(_Group, Primitive):
     """``ops.Receive(sr_tag, src_rank, shape, dtype, group, group_back)``: called without
-    arguments, returns the tensor ``src_rank`` sent with ``sr_tag``."""
+    arguments, returns the tensor ``src_rank`` sent with ``sr_tag``. The call is recorded on
+    the tape through a 0-d anchor that wants a gradient (it has no input of its own), and its
+    backward always runs: the sender waits for the gradient."""
+
+    backward_always_runs = True
 
     def __init__(self, sr_tag, src_rank, shape, dtype, group=None, group_back=None):
-        self.tag = _c._check_int("Receive", "sr_tag", sr_tag)
+        self.tag = _tag("Receive", sr_tag)
         self.src = _c._check_int("Receive", "src_rank", src_rank)
         self.shape = _shape("Receive", "shape", shape)
         self.dtype = dtypes.to_dtype(dtype)
@@ -88,10 +121,23 @@ class Receive(_Group):
                             f"{len(unused)}")
         comm = self._comm()
         _rank_in("Receive", "src_rank", self.src, comm, self.group)
-        device = get_device("CPU")
-        out = np.empty(self.shape, self.dtype)
-        _c.communicator_for(comm, device).recv(out, self.src, self.tag)
-        return Tensor(out)
+        floating = self.dtype.kind == "f"
+        anchor = Tensor._make(np.zeros((), self.dtype if floating else np.float32),
+                              get_device("CPU"), requires_grad=floating)
+        # run, not apply: a message is received once, whatever hook (trace, sharded run) is on
+        return self.run(anchor, comm=comm)
+
+    def forward(self, ctx, anchor, comm):
+        out = ctx.xp.empty(self.shape, self.dtype)
+        _c.communicator_for(comm, ctx.device).recv(out, self.src, self.tag)
+        return out
+
+    def backward(self, ctx, grad):
+        """Send the gradient of what was received back to ``src_rank``."""
+        grad = contiguous(grad.astype(self.dtype, copy=False))
+        _c.communicator_for(self._back_comm(), ctx.device).send(grad, self.src,
+                                                               self.tag + BACKWARD_TAG)
+        return (None,)
 
 
 class NeighborExchange(_Group, Primitive):

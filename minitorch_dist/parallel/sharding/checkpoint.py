@@ -72,7 +72,7 @@ def layout_entries(entries):
     records = {name: slice_record(value) for name, value in entries
                if not isinstance(value, str) and slice_record(value) is not None}
     if records:
-        out.append(identity_entry(records))
+        out.append(identity_entry(records, [value for _, value in entries]))
     return out
 
 

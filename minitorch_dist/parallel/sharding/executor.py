@@ -19,8 +19,13 @@ The communication and local slicing it inserts run directly (``Primitive.run`` t
 again: the hook sees the network's own primitive calls only.
 
 Each step is written to the per-rank program listing (``…_execute_….ir``).
+
+While the run is under way the layers' shape checks (``nn.layers.logical_shape``) see each
+tensor's whole shape, as in MindSpore, where ``construct`` is compiled on the logical shapes.
 """
+from ...nn.layers.logical_shape import set_logical_shape_provider
 from ...nn.parameter import Parameter
+from ...thread_state import ThreadState
 from ...ops.primitive import set_primitive_hook
 from ..comm.collectives import run_inserted
 from .layout import TensorLayout, group_ranks
@@ -29,6 +34,21 @@ from .redistribution import plan_redistribution, redistribute
 from .rules import run_local
 
 __all__ = ["ShardingMismatchError", "LocalRun"]
+
+
+_active = ThreadState(run=None)      # this thread's LocalRun, while one runs
+
+
+def _whole_shape(tensor):
+    """The logical shape of a tensor this thread's sharded run laid out, else None."""
+    run = _active.run
+    if run is None:
+        return None
+    layout = run.layouts.get(id(tensor))
+    return None if layout is None else layout.shape
+
+
+set_logical_shape_provider(_whole_shape)
 
 
 class ShardingMismatchError(RuntimeError):
@@ -50,10 +70,12 @@ class LocalRun:
 
     def __enter__(self):
         self._old = set_primitive_hook(self.primitive_hook)
+        self._outer, _active.run = _active.run, self
         return self
 
     def __exit__(self, *exc):
         set_primitive_hook(self._old)
+        _active.run = self._outer
         if exc[0] is None and self.calls != len(self.graph.nodes):
             raise ShardingMismatchError(
                 f"construct made {self.calls} primitive calls on this rank but "

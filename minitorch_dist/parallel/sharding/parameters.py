@@ -64,7 +64,10 @@ def slice_parameter(param, layout, rank, comm, optimizer=None):
     param.sharding_layout, param.sharding_rank, param.sharding_comm = layout, rank, comm
     _register(param)
     holders = list(optimizers_holding(param))
-    if optimizer is not None and optimizer not in holders:
+    # ``optimizer`` follows the parameters it updates only: a sliced buffer (BatchNorm's
+    # moving mean) or a frozen weight is none of its business
+    if optimizer is not None and optimizer not in holders \
+            and id(param) in getattr(optimizer, "_index_of", {}):
         holders.append(optimizer)
     for opt in holders:
         for state in opt.states_of(param):

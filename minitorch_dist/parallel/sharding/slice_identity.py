@@ -2,9 +2,15 @@
 
 Saving (``save_checkpoint(..., integrated_save=False)``, or any save of a row-sliced
 embedding table) adds one string entry, ``__rank_identity__``: the saving rank and world
-size (when a world is known: thread ranks of one process have none), the parallel mode,
+size, the parallel mode,
 and per sliced entry its record: a ``TensorLayout``'s JSON with the rank whose block it
 holds (``layout_json``), or ``{"row_slice": {...}}`` for an embedding table's rows.
+
+The rank and world are this thread's world (``sharding_world``), else the process's, unless
+that cannot be the job that sliced the values: none, or smaller than the communicator that
+sliced a parameter (a table's row split). Then the values' own group speaks: a rank run as a
+thread saves and loads its own identity even outside its ``sharding_world``, where the
+process's communicator (one rank, once an earlier ``init()`` made it) would claim rank 0.
 
 Loading (``load_param_into_net``, through ``local_value``) compares the record of each
 value with the parameter it would fill and refuses, naming both sides, a slice of another
@@ -19,7 +25,7 @@ from ...train.checkpoint_identity import IDENTITY
 from ..context import get_auto_parallel_context
 from .scope import current_world
 
-__all__ = ["identity_entry", "check_slice", "row_slice_json"]
+__all__ = ["identity_entry", "check_slice", "row_slice_json", "world_of"]
 
 
 def row_slice_json(part):
@@ -36,9 +42,34 @@ def _world():
     return (None, None) if world is None else (int(world.rank), int(world.size))
 
 
-def identity_entry(records):
-    """The ``__rank_identity__`` entry for a file holding the slices ``{name: record}``."""
+def world_of(value):
+    """``(rank, world size)`` of the job that sliced ``value``, or None for a whole value."""
+    comm = getattr(value, "sharding_comm", None)
+    if comm is not None:
+        return int(comm.rank), int(comm.size)
+    part = getattr(value, "row_slice", None)
+    if part is not None:
+        return int(part.rank), int(part.size)
+    return None
+
+
+def _world_of_values(values):
+    """This thread's (or the process's) world, unless it cannot be the job that sliced
+    ``values``: smaller than their group (a thread rank outside ``sharding_world`` in a
+    process whose own communicator has one rank), or none. A pipeline stage's group is
+    smaller than its world, which then stays the identity (global rank, world size)."""
     rank, size = _world()
+    for value in values:
+        world = world_of(value)
+        if world is not None:
+            return world if size is None or size < world[1] else (rank, size)
+    return rank, size
+
+
+def identity_entry(records, values=()):
+    """The ``__rank_identity__`` entry for a file holding the slices ``{name: record}``;
+    ``values``: the values saved, whose own rank and world the entry records."""
+    rank, size = _world_of_values(values)
     identity = {"rank": rank, "world_size": size,
                 "parallel_mode": str(get_auto_parallel_context("parallel_mode")),
                 "layouts": records}
@@ -82,7 +113,7 @@ def check_slice(name, param, value, mine):
     if origin is None:
         return                      # a value the caller made: its shape is all we know
     saved, identity, path = origin.get("slice"), origin.get("identity"), origin["file"]
-    rank, size = _world()
+    rank, size = _world_of_values((param,))
     if saved is None:
         if mine is not None and tuple(value.shape) == tuple(param.shape) \
                 and tuple(param.shape) != _full_shape(mine):
