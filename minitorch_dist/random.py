@@ -9,15 +9,19 @@ _state = {"seed": None, "rng": np.random.default_rng()}
 
 
 def set_seed(seed):
-    """Seed every random draw the framework makes (initializers, dropout, shuffles).
+    """Seed every random draw the framework makes (initializers, dropout, shuffles), and
+    NumPy's global generator, as MindSpore's ``set_seed`` does (its programs build their
+    inputs with ``np.random`` after it; NumPy takes 32 bits, so larger seeds wrap there).
 
     >>> import minitorch_dist as ms
-    >>> ms.set_seed(1)
+    >>> ms.set_seed(1); a = np.random.rand(); ms.set_seed(1); a == np.random.rand()
+    True
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     _state["seed"] = int(seed)
     _state["rng"] = np.random.default_rng(int(seed))
+    np.random.seed(int(seed) % 2**32)
 
 
 def get_seed():

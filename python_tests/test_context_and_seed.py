@@ -38,3 +38,14 @@ def test_unknown_context_option_is_rejected():
         ms.set_context(devcie_target="CPU")
     with pytest.raises(ValueError, match="GRAPH_MODE or ms.PYNATIVE_MODE"):
         ms.set_context(mode=7)
+
+
+def test_set_seed_also_seeds_numpys_global_generator_as_mindspore_does():
+    # MindSpore's tutorials build their inputs with np.random after ms.set_seed: every rank
+    # must draw the same ones
+    ms.set_seed(7)
+    first = np.random.randn(3)
+    ms.set_seed(7)
+    assert np.array_equal(first, np.random.randn(3))
+    ms.set_seed(2**40 + 7)          # NumPy takes 32 bits: the seed wraps there, no error
+    assert np.array_equal(first, np.random.randn(3))
