@@ -15,4 +15,6 @@ the rank runner that wraps their script, which registers the watchdog with
 * ``network``, ``bind_shim``, ``shim_release``, ``remote``: where a job listens, on one
   machine or several.
 * ``teardown``: ending every process of a job, whatever happens to the launcher.
+* ``compute_slots``: ``--compute-slots K``, at most K ranks compute at once (lock files;
+  every wait for other ranks gives the slot back).
 """
