@@ -56,13 +56,15 @@ def write_synthetic_cifar10(folder, num_train=320, num_test=64, num_train_files=
     into ``folder`` (created if needed); returns ``folder``.
 
     >>> import tempfile, minitorch_dist.dataset as ds
-    >>> folder = write_synthetic_cifar10(tempfile.mkdtemp(), num_train=20, num_test=10)
+    >>> scratch = tempfile.TemporaryDirectory()      # removed at the end
+    >>> folder = write_synthetic_cifar10(scratch.name, num_train=20, num_test=10)
     >>> sorted(os.listdir(folder))
     ['data_batch_1.bin', 'data_batch_2.bin', 'test_batch.bin']
     >>> data = ds.Cifar10Dataset(folder, usage="train", shuffle=False)
     >>> rows = [(tuple(image.shape), int(label)) for image, label in data.create_tuple_iterator()]
     >>> len(rows), rows[0][0], sorted({label for _, label in rows}) == list(range(10))
     (20, (32, 32, 3), True)
+    >>> scratch.cleanup()
     """
     if num_train < 1 or num_test < 0 or not 1 <= num_train_files <= num_train:
         raise ValueError("write_synthetic_cifar10: need num_train >= 1, num_test >= 0 and "

@@ -9,15 +9,17 @@ ran and the bytes that crossed.
 
 One process is a world of one (the reducer then has nothing to do); under MPI every rank
 trains on its shard and the replicas stay identical (the last line of each rank shows a
-checksum of its parameters):
+checksum of its parameters; on a terminal the launcher shows rank 0's lines only, as the
+script asks, and every rank's are in its log: ``MINITORCH_DIST_ALL_RANKS=1`` shows them all):
 
-    python examples/host_device_mlp.py [--epochs 5]
+    python examples/host_device_mlp.py [--epochs 5] [--data_path DIR]
     python -m minitorch_dist.run -n 2 examples/host_device_mlp.py
     mpiexec --allow-run-as-root -n 8 python examples/host_device_mlp.py   # plain Open MPI, as root
 
 Data: the MNIST IDX files in $DATA_PATH, or scikit-learn's digits written as 28x28 MNIST files.
 """
 import argparse
+import atexit
 import os
 import tempfile
 
@@ -29,13 +31,24 @@ import minitorch_dist.dataset as ds                              # was: import m
 from minitorch_dist import nn, ops                               # was: from mindspore import nn, ops
 from minitorch_dist.common.initializer import initializer       # was: from mindspore.common.initializer import initializer
 from minitorch_dist.communication import init, get_rank, get_group_size   # was: from mindspore.communication import ...
+from minitorch_dist import log
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--epochs", type=int, default=5)
+parser.add_argument("--data_path", "--data-path", "--data-dir", "--data_dir", default=None,
+                    help="a folder with MNIST's IDX files (the same as $DATA_PATH; without either: "
+                         "scikit-learn's digits written as MNIST files)")
 args = parser.parse_args()
+if args.data_path is not None:        # added: the option, beside the seed's $DATA_PATH
+    if not os.path.isdir(args.data_path):
+        parser.error(f"--data_path {args.data_path} is not a directory")
+    os.environ["DATA_PATH"] = args.data_path
 
-if not os.getenv("DATA_PATH"):   # every rank writes the same files into its own folder
-    os.environ["DATA_PATH"] = ds.write_digits_as_mnist(tempfile.mkdtemp(prefix="digits_"), mnist_size=True)
+if not os.getenv("DATA_PATH"):   # every rank writes the same files into its own folder, removed at exit
+    digits_folder = tempfile.TemporaryDirectory(prefix="digits_")
+    atexit.register(digits_folder.cleanup)
+    os.environ["DATA_PATH"] = ds.write_digits_as_mnist(digits_folder.name, mnist_size=True)
+log.rank0_progress_only()   # under the launcher: rank 0's lines only (every rank's are in its log)
 
 # ---- from here on, the seed's code ----
 ms.set_context(mode=ms.GRAPH_MODE)    # the device is the one that is there: the (virtual) GPU

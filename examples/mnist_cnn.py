@@ -14,7 +14,7 @@ import tempfile
 
 import minitorch_dist as ms
 import minitorch_dist.dataset as ds
-from minitorch_dist import nn
+from minitorch_dist import log, nn
 from minitorch_dist.train import Callback, Model, ProgressBar
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -88,6 +88,7 @@ def save_loss_curve(losses, path):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    log.rank0_progress_only()   # under the launcher: rank 0's lines only
     ms.set_seed(0)
     if args.data_dir is not None:
         return train(args, args.data_dir)
@@ -100,7 +101,7 @@ def build_parser():
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--batch-size", "--batch_size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=0.03, help="peak learning rate")
-    parser.add_argument("--data-dir", "--data_dir", "--data_path", dest="data_dir", default=None,
+    parser.add_argument("--data-dir", "--data_dir", "--data_path", "--data-path", dest="data_dir", default=None,
                         help="MNIST IDX files (default: the digits data)")
     parser.add_argument("--out-dir", "--out_dir", default=os.path.join(HERE, "output"))
     return parser

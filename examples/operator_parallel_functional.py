@@ -22,7 +22,7 @@ import numpy as np
 import minitorch_dist as ms
 import minitorch_dist.dataset as ds
 import minitorch_dist.runtime as rt
-from minitorch_dist import nn, ops
+from minitorch_dist import log, nn, ops
 from minitorch_dist.common.initializer import initializer
 from minitorch_dist.communication import get_rank, init
 from minitorch_dist.dataset.idx import write_idx
@@ -30,10 +30,11 @@ from minitorch_dist.nn.utils import no_init_parameters
 from minitorch_dist.parallel.auto_parallel import AutoParallel
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--data_path", "--data-path", "--data-dir", default=None, help="a folder with MNIST's idx files")
+parser.add_argument("--data_path", "--data-path", "--data-dir", "--data_dir", default=None, help="a folder with MNIST's idx files")
 parser.add_argument("--epochs", type=int, default=2)
 parser.add_argument("--batch_size", "--batch-size", type=int, default=32)
 args = parser.parse_args()
+log.rank0_progress_only()   # under the launcher: rank 0's lines only (every rank's are in its log)
 
 ms.set_context(mode=ms.GRAPH_MODE)
 rt.set_memory(max_size="28GB")

@@ -35,13 +35,12 @@ import os
 import shutil
 import sys
 import tempfile
-import warnings
 
 import numpy as np
 
 import minitorch_dist as ms
 import minitorch_dist.dataset as ds
-from minitorch_dist import Tensor, communication, ops
+from minitorch_dist import Tensor, communication, log, ops
 from minitorch_dist.parallel import get_auto_parallel_context
 
 # ---- the seed's imports, with mindspore replaced ------------------------------------------
@@ -54,21 +53,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 from cifar10_synthetic import write_synthetic_cifar10  # noqa: E402
-
-# added: the tutorial's dataset_sink_mode=True changes nothing here (one batch per step, as
-# MindSpore does on CPU) and the framework says so once per rank; shown as one note line on
-# rank 0 instead of every rank's two-line warning. Other warnings keep Python's format.
-_show_warning = warnings.showwarning
-
-
-def _show_note(message, category, filename, lineno, file=None, line=None):
-    if "is accepted and changes nothing" not in str(message):
-        return _show_warning(message, category, filename, lineno, file, line)
-    if int(os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("PMI_RANK") or 0) == 0:
-        print(f"note: {message}", file=file or sys.stderr, flush=True)
-
-
-warnings.showwarning = _show_note
 
 # ---- the network's size ------------------------------------------------------------------
 # The tutorial's ResNet-50 has a 64-channel stem (so layers of 256, 512, 1024 and 2048
@@ -403,7 +387,13 @@ def parse_args(argv=None):
                         help="blocks after each layer's down-sampling block (ResNet-50: 2,3,5,2)")
     parser.add_argument("--synthetic-samples", "--synthetic_samples", type=int, default=320,
                         help="training images of the synthetic set (without DATA_PATH)")
+    parser.add_argument("--data_path", "--data-path", "--data-dir", "--data_dir", default=None,
+                        help="a folder with the CIFAR-10 binaries (the same as $DATA_PATH; without either: a synthetic set)")
     args = parser.parse_args(argv)
+    if args.data_path is not None:        # added: the option, beside the seed's $DATA_PATH
+        if not os.path.isdir(args.data_path):
+            parser.error(f"--data_path {args.data_path} is not a directory")
+        os.environ["DATA_PATH"] = args.data_path
     blocks = tuple(int(b) for b in args.blocks.split(","))
     if len(blocks) != 4 or min(blocks) < 0:
         parser.error(f"--blocks needs 4 counts >= 0, got {args.blocks!r}")
@@ -434,6 +424,7 @@ def choose_stages(parser, args, world):
 def main(argv=None):
     global WIDTH, BLOCKS
     parser, args = parse_args(argv)
+    log.rank0_progress_only()   # under the launcher: rank 0's lines only (all in the logs)
     communication.init()
     rank, world = communication.get_rank(), communication.get_group_size()
     choose_stages(parser, args, world)

@@ -39,7 +39,7 @@ import minitorch_dist as ms
 import minitorch_dist.dataset as ds
 import minitorch_dist.dataset.transforms.c_transforms as C
 import minitorch_dist.dataset.vision.c_transforms as vision
-from minitorch_dist import Model, communication, context, nn
+from minitorch_dist import Model, communication, context, log, nn
 from minitorch_dist.context import ParallelMode
 from minitorch_dist.nn import Momentum
 from minitorch_dist.train.callback import Callback, LossMonitor
@@ -140,18 +140,30 @@ def train_reference(args):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--batch-size", type=int, default=32, help="the global batch")
-    parser.add_argument("--micro-size", type=int, default=2)
+    parser.add_argument("--batch-size", "--batch_size", type=int, default=32, help="the global batch")
+    parser.add_argument("--micro-size", "--micro_size", type=int, default=2)
     parser.add_argument("--width", type=int, default=4, help="stem channels (64 in ResNet-50)")
     parser.add_argument("--blocks", default=",".join(map(str, RESNET50_BLOCKS)))
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--samples", type=int, default=64, help="synthetic training images")
-    parser.add_argument("--no-augment", dest="augment", action="store_false")
+    parser.add_argument("--no-augment", "--no_augment", dest="augment", action="store_false")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--save", default=None, help="folder for the parameters (.npz)")
+    parser.add_argument("--save", default=None,
+                        help="folder for the parameters (.npz), created if needed")
     parser.add_argument("--reference", type=int, default=0, metavar="D",
                         help="train in one process what 2 x D ranks train")
+    parser.add_argument("--data_path", "--data-path", "--data-dir", "--data_dir", default=None,
+                        help="a folder with the CIFAR-10 binaries (the same as $DATA_PATH; without either: a synthetic set)")
     args = parser.parse_args(argv)
+    if args.save is not None:
+        try:
+            os.makedirs(args.save, exist_ok=True)
+        except OSError as exc:
+            parser.error(f"--save {args.save}: cannot create the folder ({exc.strerror})")
+    if args.data_path is not None:        # added: the option, beside the seed's $DATA_PATH
+        if not os.path.isdir(args.data_path):
+            parser.error(f"--data_path {args.data_path} is not a directory")
+        os.environ["DATA_PATH"] = args.data_path
     args.blocks = tuple(int(b) for b in args.blocks.split(","))
     if len(args.blocks) != 4 or min(args.blocks) < 0 or args.width < 1:
         parser.error("--blocks needs 4 counts >= 0 and --width a positive int")
@@ -160,6 +172,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    log.rank0_progress_only()   # under the launcher: rank 0's lines only (all in the logs)
     if not args.reference:
         communication.init()
     rank = communication.get_rank() if not args.reference else 0

@@ -5,10 +5,12 @@ ranks; sharding propagation gives the ReLU ``(2, 4)`` and the second MatMul
 ``((2, 4), (4, 1))``. Every rank prints the same loss at every step, and with
 ``save_graphs=2`` each rank writes its IR dumps (see docs/sharding.md)::
 
-    MINITORCH_DIST_VIRTUAL_GPU=1 python -m minitorch_dist.run -n 8 --rank0-only examples/sharding_quickstart.py
+    MINITORCH_DIST_VIRTUAL_GPU=1 python -m minitorch_dist.run -n 8 examples/sharding_quickstart.py
 
-(``--rank0-only`` shows rank 0's loss lines only: the 8 ranks print the same ones; with
-plain Open MPI as root: ``mpiexec --allow-run-as-root -n 8 python examples/...``.)
+(On a terminal the launcher shows rank 0's loss lines only, as the script asks with
+``log.rank0_progress_only()``: the 8 ranks print the same ones, and each rank's are in its
+log; ``MINITORCH_DIST_ALL_RANKS=1`` shows them all. With plain Open MPI as root:
+``mpiexec --allow-run-as-root -n 8 python examples/sharding_quickstart.py``.)
 
 Differences from the tutorial, each marked below: the imports; the output folders live under
 ``examples/output/`` (the tutorial writes ``../saved_graph`` and ``./<rank>``); and the
@@ -26,7 +28,7 @@ import numpy as np
 # ---- the imports: MindSpore's names from minitorch_dist ------------------------------------
 import minitorch_dist as ms
 import minitorch_dist.dataset as ds
-from minitorch_dist import ops
+from minitorch_dist import log, ops
 from minitorch_dist.common.initializer import initializer
 from minitorch_dist.communication import init, get_rank
 from minitorch_dist.nn import Cell, Momentum, MSELoss
@@ -42,6 +44,7 @@ parser.add_argument("--as-written", "--as_written", "--as_written", dest="as_wri
 parser.add_argument("--seed", type=int, default=None,
                     help="fix the initial weights (tests compare with one process)")
 args = parser.parse_args()
+log.rank0_progress_only()   # under the launcher: rank 0's lines only (the 8 ranks print the same)
 AS_WRITTEN = args.as_written
 if args.seed is not None:
     ms.set_seed(args.seed)

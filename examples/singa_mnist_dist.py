@@ -4,8 +4,8 @@ Every rank holds the whole CNN and trains on its own contiguous shard of the dat
 makes the gradients agree before each update, in one of five ways (``--dist-option``):
 fp32, fp16, partialUpdate, sparseTopK, sparseThreshold. Launch it like SINGA's mnist_dist.py::
 
-    python -m minitorch_dist.run -n 2 --rank0-only examples/singa_mnist_dist.py [--epochs 3]
-    mpiexec -n 2 python examples/singa_mnist_dist.py [--dist-option fp16]   # SINGA's form
+    python -m minitorch_dist.run -n 2 examples/singa_mnist_dist.py [--epochs 3]
+    mpiexec --allow-run-as-root -n 2 python examples/singa_mnist_dist.py   # SINGA's form, as root
     python examples/singa_mnist_dist.py                  # one process: a world of one
     python examples/singa_mnist_multiprocess.py 2        # SINGA's multiprocessing launch
 
@@ -36,7 +36,7 @@ from minitorch_dist.train.callback.progress_bar import terminal_output  # noqa: 
 
 import minitorch_dist as ms  # noqa: E402
 import minitorch_dist.dataset as ds  # noqa: E402
-from minitorch_dist import nn  # noqa: E402
+from minitorch_dist import log as ms_log, nn  # noqa: E402
 from minitorch_dist.parallel import DistOpt  # noqa: E402
 from mnist_cnn import CNN as SingaCNN  # noqa: E402  (a sibling example: same folder)
 
@@ -197,7 +197,7 @@ def add_training_arguments(parser):
     parser.add_argument("--epochs", type=int, default=10, help="(SINGA: 10)")
     parser.add_argument("--batch-size", "--batch_size", type=int, default=32, help="per rank (default 32)")
     parser.add_argument("--lr", type=float, default=0.005, help="SGD learning rate (SINGA: 0.005)")
-    parser.add_argument("--data-dir", "--data_dir", "--data_path", default=None,
+    parser.add_argument("--data-dir", "--data_dir", "--data_path", "--data-path", default=None,
                         help="MNIST IDX files (default: scikit-learn's digits, upsampled)")
     parser.add_argument("--max-steps", "--max_steps", type=int, default=None,
                         help="stop after this many training steps (quick runs)")
@@ -231,6 +231,7 @@ def options_from_args(parser, args):
 def main(argv=None):
     parser = build_parser()
     options = options_from_args(parser, parser.parse_args(argv))
+    ms_log.rank0_progress_only()   # under the launcher: rank 0's lines only (as SINGA prints)
     train_mnist_cnn(**options)
 
 

@@ -10,10 +10,12 @@ not apply here.
 >>> import os, tempfile
 >>> import minitorch_dist as ms
 >>> from minitorch_dist.profiler import Profiler
->>> prof = Profiler(output_path=tempfile.mkdtemp())
+>>> scratch = tempfile.TemporaryDirectory()      # removed at the end
+>>> prof = Profiler(output_path=scratch.name)
 >>> _ = ms.ops.MatMul()(ms.Tensor([[1.0]]), ms.Tensor([[2.0]]))
 >>> os.path.basename(prof.analyse())
 'placement_report.txt'
+>>> scratch.cleanup()
 """
 import logging
 import os

@@ -29,7 +29,7 @@ _SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*(GB|MB)$")
 def _once(key, message, *args):
     if key not in _said:
         _said.add(key)
-        logger.warning(message, *args)
+        logger.warning("minitorch_dist: note: " + message, *args)
 
 
 def _bytes(name, text):

@@ -93,11 +93,11 @@ def _header_offsets(data):
 def _corruption_cases():
     """The case list: every byte of the three header structures, flipped (98 cases)."""
     import tempfile
-    folder = tempfile.mkdtemp()
-    path = os.path.join(folder, "probe.ckpt")
-    _small_checkpoint(path)
-    with open(path, "rb") as handle:
-        data = handle.read()
+    with tempfile.TemporaryDirectory() as folder:       # gone again after collection
+        path = os.path.join(folder, "probe.ckpt")
+        _small_checkpoint(path)
+        with open(path, "rb") as handle:
+            data = handle.read()
     return [pytest.param(offset, id=f"{part}+{offset}") for part, offset in _header_offsets(data)]
 
 

@@ -215,6 +215,100 @@ def test_the_demux_tags_lines_and_shows_rank0_only(tmp_path):
     assert sorted(log) == ["UserWarning: careful", "loss 0.5"]
 
 
+
+def test_a_program_asks_for_rank0_only_and_notes_are_shown_once(tmp_path):
+    """``log.rank0_progress_only()`` prints a control line: from it on only rank 0's
+    standard output is shown (the line itself is neither shown nor logged); the same note
+    from two ranks is shown once; other ranks' standard error still shows."""
+    lines = [("out", b"[1,1]<stdout>: before 1\n"),
+             ("out", b"[1,1]<stdout>: minitorch_dist: control: rank0-only\n"),
+             ("out", b"[1,0]<stdout>: loss 0.5\n"), ("out", b"[1,1]<stdout>: loss 0.5\n"),
+             ("err", b"[1,0]<stderr>: minitorch_dist: note: Model: x changes nothing\n"),
+             ("err", b"[1,1]<stderr>: minitorch_dist: note: Model: x changes nothing\n"),
+             ("err", b"[1,1]<stderr>: ValueError: rank 1 only\n")]
+    out, err = _demux(tmp_path, lines, follow_program=True)
+    assert out == "before 1\nloss 0.5\n"
+    assert err == "minitorch_dist: note: Model: x changes nothing\nValueError: rank 1 only\n"
+    assert "control" not in (tmp_path / "rank.1.log").read_text()
+    assert "loss 0.5" in (tmp_path / "rank.1.log").read_text()
+    (tmp_path / "captured").mkdir()         # not a terminal: every rank's lines are kept
+    out, _ = _demux(tmp_path / "captured", lines)
+    assert out.splitlines() == ["before 1", "loss 0.5", "loss 0.5"]
+
+
+def test_rank0_progress_only_speaks_only_to_the_launcher(monkeypatch, capsys):
+    from minitorch_dist import log
+    from minitorch_dist.launch.output import _RANK0_ONLY_REQUEST
+    for name in ("MINITORCH_DIST_JOB_DIR", "MINITORCH_DIST_ALL_RANKS", "OMPI_COMM_WORLD_SIZE",
+                 "PMI_SIZE", "PMIX_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert not log.rank0_progress_only() and capsys.readouterr().out == ""
+    monkeypatch.setenv("MINITORCH_DIST_JOB_DIR", "/tmp/job")     # run.spawn's processes
+    assert not log.rank0_progress_only() and capsys.readouterr().out == ""
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")             # the launcher's MPI ranks
+    assert log.rank0_progress_only()
+    assert capsys.readouterr().out.encode() == _RANK0_ONLY_REQUEST + b"\n"
+    monkeypatch.setenv("MINITORCH_DIST_ALL_RANKS", "1")       # the user's opt-out
+    assert not log.rank0_progress_only() and capsys.readouterr().out == ""
+
+
+def test_a_note_is_one_line_once_not_a_python_warning(caplog, recwarn):
+    import logging
+    from minitorch_dist import log
+    with caplog.at_level(logging.WARNING, logger="minitorch_dist"):
+        assert log.note("test_launcher_cli: option y is accepted and changes nothing")
+        assert not log.note("test_launcher_cli: option y is accepted and changes nothing")
+    assert [record.getMessage() for record in caplog.records] == [
+        "minitorch_dist: note: test_launcher_cli: option y is accepted and changes nothing"]
+    assert len(recwarn) == 0
+
+
+def test_a_note_outside_pytest_is_one_plain_line_on_stderr():
+    code = ("from minitorch_dist import log; log.note('x is accepted and changes nothing'); "
+            "log.note('x is accepted and changes nothing')")
+    done = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == ""
+    assert done.stderr == "minitorch_dist: note: x is accepted and changes nothing\n"
+
+
+def _launcher_on_a_terminal(*args, timeout=90):
+    """Run the launcher with its standard output on a pseudo-terminal, as a person sees it;
+    returns (exit status, what the terminal showed, standard error)."""
+    import os
+    import pty
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "minitorch_dist.run", *args], cwd=REPO,
+                            env=child_env(), stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:         # the terminal closed: every writer is gone
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    err = proc.communicate(timeout=timeout)[1]
+    return proc.returncode, shown.decode().replace("\r\n", "\n"), err.decode()
+
+
+@needs_mpi
+def test_a_program_that_asks_shows_rank0_progress_only_on_a_terminal():
+    code = ("import sys; from minitorch_dist import log; "
+            "from minitorch_dist.communication import init, get_rank; init(); "
+            "log.rank0_progress_only(); print('progress', get_rank()); "
+            "log.note('same on every rank'); print('warned', get_rank(), file=sys.stderr)")
+    status, shown, err = _launcher_on_a_terminal("-n", "2", "--timeout", "60", "--no-tag",
+                                                 "-c", code)
+    assert status == 0, err
+    assert shown.splitlines() == ["progress 0"]
+    assert sorted(err.splitlines()) == ["minitorch_dist: note: same on every rank",
+                                        "warned 0", "warned 1"]
+
+
 def test_progress_bars_stay_off_in_the_ranks_of_a_job(monkeypatch):
     """mpiexec gives a rank's stdout a pseudo-terminal; a bar's carriage returns would come
     out through the launcher as one endless line, so bars are off in MPI ranks."""

@@ -92,7 +92,7 @@ def main():
     from src.config import DEFAULT_DATA_PATH
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_path", "--data-path", "--data-dir", default=DEFAULT_DATA_PATH)
+    parser.add_argument("--data_path", "--data-path", "--data-dir", "--data_dir", default=DEFAULT_DATA_PATH)
     parser.add_argument("--train_rows", "--train-rows", type=int, default=DEFAULTS["train_rows"])
     parser.add_argument("--test_rows", "--test-rows", type=int, default=DEFAULTS["test_rows"])
     parser.add_argument("--data_seed", "--data-seed", type=int, default=DEFAULTS["seed"])

@@ -18,31 +18,16 @@ import hashlib
 import os
 import sys
 import time
-import warnings
 
 if "MINITORCH_DIST_VIRTUAL_GPU" not in os.environ:
     os.environ["MINITORCH_DIST_VIRTUAL_GPU"] = \
         "0" if __import__("minitorch_dist.backend").backend.cupy_or_none() else "1"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-# Upstream's script passes dataset_sink_mode=True, which changes nothing here (data is fed one
-# batch per step, as MindSpore does on CPU); the framework says so once. Shown as one note
-# line instead of Python's two-line warning with its source line; other warnings unchanged.
-_show_warning = warnings.showwarning
-
-
-def _show_note(message, category, filename, lineno, file=None, line=None):
-    if "is accepted and changes nothing" not in str(message):
-        return _show_warning(message, category, filename, lineno, file, line)
-    if int(os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("PMI_RANK") or 0) == 0:
-        print(f"note: {message}", file=file or sys.stderr, flush=True)   # once, not per rank
-
-
-warnings.showwarning = _show_note
-
 import numpy as np                                                    # noqa: E402
 
 import minitorch_dist as ms                                           # noqa: E402
+from minitorch_dist import log                                        # noqa: E402
 from minitorch_dist.communication import get_communicator, get_group_size, get_rank, init  # noqa: E402
 from minitorch_dist.train import Auc, Model                          # noqa: E402
 
@@ -76,6 +61,7 @@ def train_and_eval(config):
     """Train ``config.epochs`` epochs, evaluating AUC as ``config.eval_every`` says; returns
     ``(model, loss callback, eval callback)``."""
     data_source = check_data_path(config)      # before anything is written or started
+    log.rank0_progress_only()   # under the launcher: rank 0's lines only (all in the logs)
     init()
     rank_id, rank_size = get_rank(), get_group_size()
     ms.set_context(mode=ms.GRAPH_MODE, device_target=config.device_target)

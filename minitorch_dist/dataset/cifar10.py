@@ -86,10 +86,12 @@ def write_cifar10_bin(path, images, labels):
     """Write HWC ``images`` (N, 32, 32, 3) uint8 and ``labels`` (N,) in 0..9 as one binary batch.
 
     >>> import numpy as np, os, tempfile
-    >>> folder = tempfile.mkdtemp()
+    >>> scratch = tempfile.TemporaryDirectory()      # removed at the end
+    >>> folder = scratch.name
     >>> write_cifar10_bin(os.path.join(folder, "test_batch.bin"), np.zeros((2, 32, 32, 3)), [1, 9])
     >>> read_cifar10_bin(os.path.join(folder, "test_batch.bin"))[1].tolist()
     [1, 9]
+    >>> scratch.cleanup()
     """
     images = np.asarray(images)
     labels = np.asarray(labels)

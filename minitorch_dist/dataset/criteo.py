@@ -174,7 +174,8 @@ class CriteoDataset(ArraySourceDataset):
 
     >>> import os, tempfile
     >>> line = "1\\t" + "\\t".join(["3"] * 13) + "\\t" + "\\t".join(["68fd1e64"] * 26) + "\\n"
-    >>> path = os.path.join(tempfile.mkdtemp(), "train.txt")
+    >>> scratch = tempfile.TemporaryDirectory()      # removed at the end
+    >>> path = os.path.join(scratch.name, "train.txt")
     >>> with open(path, "w") as f:
     ...     _ = f.write(line * 2)
     >>> data = CriteoDataset(path, threshold=2, shuffle=False)
@@ -183,6 +184,7 @@ class CriteoDataset(ArraySourceDataset):
     >>> ids, vals, label = next(iter(data.create_tuple_iterator(output_numpy=True)))
     >>> ids[:14].tolist(), round(float(vals[0]), 4), label.tolist()
     ([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 39], 1.3863, [1.0])
+    >>> scratch.cleanup()
     """
 
     def __init__(self, dataset_files_or_dir, threshold=100, vocab=None, num_samples=None,

@@ -101,7 +101,8 @@ def write_synthetic_criteo(path, num_rows, seed=0, model_seed=0, **model_options
 
     >>> import os, tempfile
     >>> from minitorch_dist.dataset import CriteoDataset
-    >>> path = os.path.join(tempfile.mkdtemp(), "train.txt")
+    >>> scratch = tempfile.TemporaryDirectory()      # removed at the end
+    >>> path = os.path.join(scratch.name, "train.txt")
     >>> probs = write_synthetic_criteo(path, 100, seed=1)
     >>> probs.shape, bool(((probs > 0) & (probs < 1)).all())
     ((100,), True)
@@ -109,6 +110,7 @@ def write_synthetic_criteo(path, num_rows, seed=0, model_seed=0, **model_options
     40
     >>> CriteoDataset(path, threshold=5).get_dataset_size()
     100
+    >>> scratch.cleanup()
     """
     if isinstance(num_rows, bool) or not isinstance(num_rows, (int, np.integer)) or num_rows < 1:
         raise ValueError(f"write_synthetic_criteo: num_rows must be a positive integer, got {num_rows!r}")

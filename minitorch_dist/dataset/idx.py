@@ -56,10 +56,12 @@ def write_idx(path, array, compress=None):
     """Write ``array`` to ``path`` in IDX format (gzip if ``compress`` or the name ends ``.gz``).
 
     >>> import numpy as np, os, tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "x-idx1-ubyte")
+    >>> scratch = tempfile.TemporaryDirectory()      # removed at the end
+    >>> path = os.path.join(scratch.name, "x-idx1-ubyte")
     >>> write_idx(path, np.array([3, 1, 4], dtype=np.uint8))
     >>> read_idx(path).tolist()
     [3, 1, 4]
+    >>> scratch.cleanup()
     """
     array = np.asarray(array)
     native = array.dtype.newbyteorder("=")

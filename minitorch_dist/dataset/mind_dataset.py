@@ -33,13 +33,15 @@ class MindDataset(Dataset):
 
     >>> import numpy as np, os, tempfile, minitorch_dist.dataset as ds
     >>> from minitorch_dist.mindrecord import FileWriter
-    >>> path = os.path.join(tempfile.mkdtemp(), "t.mindrecord")
+    >>> scratch = tempfile.TemporaryDirectory()      # removed at the end
+    >>> path = os.path.join(scratch.name, "t.mindrecord")
     >>> w = FileWriter(path, shard_num=2)
     >>> _ = w.add_schema({"x": {"type": "int32"}, "v": {"type": "float32", "shape": [2]}})
     >>> w.write_raw_data([{"x": i, "v": np.full(2, i, np.float32)} for i in range(5)]); w.commit()
     >>> data = ds.MindDataset(path + "0", columns_list=["x"], shuffle=False, num_shards=2, shard_id=1)
     >>> [int(x) for (x,) in data.create_tuple_iterator(output_numpy=True)]
     [3, 4, 0]
+    >>> scratch.cleanup()
     """
 
     def __init__(self, dataset_files, columns_list=None, num_parallel_workers=None, shuffle=None,

@@ -102,10 +102,12 @@ def write_mnist_idx(directory, images, labels, prefix="train", compress=False):
     ``labels``: N integers in 0..255. ``prefix`` "train" or "t10k" ("test" means "t10k").
 
     >>> import numpy as np, tempfile
-    >>> folder = tempfile.mkdtemp()
+    >>> scratch = tempfile.TemporaryDirectory()      # removed at the end
+    >>> folder = scratch.name
     >>> _ = write_mnist_idx(folder, np.zeros((2, 28, 28)), [3, 7])
     >>> [int(y) for _, y in MnistDataset(folder, shuffle=False).create_tuple_iterator(output_numpy=True)]
     [3, 7]
+    >>> scratch.cleanup()
     """
     prefix = _PREFIX.get(prefix, prefix)
     if prefix not in ("train", "t10k"):

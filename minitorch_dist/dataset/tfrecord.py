@@ -115,13 +115,15 @@ class TFRecordDataset(Dataset):
     """Rows of ``tf.train.Example`` records from TFRecord files (see the module docstring).
 
     >>> import numpy as np, os, tempfile, minitorch_dist.dataset as ds
-    >>> path = os.path.join(tempfile.mkdtemp(), "train.tfrecord")
+    >>> scratch = tempfile.TemporaryDirectory()      # removed at the end
+    >>> path = os.path.join(scratch.name, "train.tfrecord")
     >>> ds.write_tfrecord(path, [{"ids": np.arange(3) + i, "label": [float(i)]} for i in range(4)])
     >>> schema = ds.Schema(); schema.add_column("ids", de_type="int32"); schema.add_column("label", "float32")
     >>> data = ds.TFRecordDataset(path, schema=schema, shuffle=False, num_shards=2, shard_id=1,
     ...                           shard_equal_rows=True)
     >>> [(ids.tolist(), label.tolist()) for ids, label in data.create_tuple_iterator(output_numpy=True)]
     [([2, 3, 4], [2.0]), ([3, 4, 5], [3.0])]
+    >>> scratch.cleanup()
     """
 
     def __init__(self, dataset_files, schema=None, columns_list=None, num_samples=None,

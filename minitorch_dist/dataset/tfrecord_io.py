@@ -20,10 +20,12 @@ length-delimited fields) rather than through the ``protobuf`` package and a comp
 installed (``pip install minitorch_dist[tfrecord]``) and an exact pure-Python table otherwise.
 
 >>> import numpy as np, os, tempfile
->>> path = os.path.join(tempfile.mkdtemp(), "a.tfrecord")
+>>> scratch = tempfile.TemporaryDirectory()      # removed at the end
+>>> path = os.path.join(scratch.name, "a.tfrecord")
 >>> write_tfrecord(path, [{"x": np.array([1, -2]), "y": np.array([0.5], np.float32)}])
 >>> [(k, v.tolist()) for k, v in sorted(parse_example(next(read_records(path))).items())]
 [('x', [1, -2]), ('y', [0.5])]
+>>> scratch.cleanup()
 """
 import mmap
 import os

@@ -9,6 +9,7 @@ import re
 import sys
 import threading
 
+from ..log import RANK0_ONLY_REQUEST
 from .relay import parse_record_line
 
 __all__ = ["OutputDemux"]
@@ -18,6 +19,8 @@ _TAG = re.compile(rb"^\[(\d+),(\d+)\]<(stdout|stderr|stddiag)>: ?(.*)$", re.S)
 # consequence of another rank's failure when the job has a report, shown only without one
 _MPI_ERROR_LINE = re.compile(rb"^\[[^\]\s]+:\d+\] \*\*\* ")
 _OWN_WARNING = b"minitorch_dist: warning: "     # always shown, from wherever it comes
+_OWN_NOTE = b"minitorch_dist: note: "           # shown once for all ranks
+_RANK0_ONLY_REQUEST = RANK0_ONLY_REQUEST.encode()   # log.rank0_progress_only()
 # the rule around Open MPI's and PRRTE's help messages (74 and 60 dashes); a shorter rule
 # is the program's own
 _MPI_RULE = re.compile(rb"^-{60,}\s*$")
@@ -37,13 +40,24 @@ class OutputDemux:
 
     ``tag`` starts each shown line with its rank ("[1] "); ``rank0_only`` shows only rank
     0's standard output (the other ranks' standard error is still shown); the logs keep
-    everything."""
+    everything. Without ``rank0_only``, a program may ask for it itself: a rank's line
+    "minitorch_dist: control: rank0-only" (``minitorch_dist.log.rank0_progress_only()``,
+    which the examples call) turns it on from then on; the line itself is neither shown nor
+    logged. ``follow_program`` says whether that request is followed; by default only when
+    the output is a terminal (as ``--tag``): a person watching wants one copy of the
+    progress, while a captured output (a pipe, a file, a test reading it) keeps every
+    rank's lines. A "minitorch_dist: note: ..." line (``log.note``) is shown once, however many
+    ranks say it."""
 
     def __init__(self, job_dir, out_sink=None, err_sink=None, relay=None, tag=False,
-                 rank0_only=False):
+                 rank0_only=False, follow_program=None):
         self.job_dir = job_dir
         self.tag = tag
         self.rank0_only = rank0_only
+        self.notes_shown = set()
+        if follow_program is None:
+            follow_program = out_sink is None and sys.stdout.isatty()
+        self.follow_program = follow_program
         self.relay = relay          # takes (name, record) of relayed records (relay)
         self.sinks = {"stdout": out_sink, "stderr": err_sink}
         self.logs = {}
@@ -93,6 +107,11 @@ class OutputDemux:
         only rank 0's standard output."""
         if kind == "stdout" and self.rank0_only and rank != 0:
             return
+        if kind != "stdout" and text.startswith(_OWN_NOTE):
+            with self.lock:
+                if text.rstrip() in self.notes_shown:
+                    return
+                self.notes_shown.add(text.rstrip())
         if self.tag:
             text = f"[{rank}] ".encode() + text
         self._emit("stdout" if kind == "stdout" else "stderr", text)
@@ -116,6 +135,10 @@ class OutputDemux:
                     text = nested.group(4).replace(b"\x00", b"")
                     nested = _TAG.match(text)
                 if not text:
+                    continue
+                if kind == "stdout" and text.rstrip() == _RANK0_ONLY_REQUEST:
+                    if self.follow_program:     # the program asked (rank0_progress_only)
+                        self.rank0_only = True
                     continue
                 relayed = parse_record_line(text) if kind == "stderr" else None
                 if relayed is None:

@@ -2,10 +2,12 @@
 
 >>> import numpy as np, os, tempfile
 >>> from minitorch_dist.mindrecord import FileWriter, FileReader
->>> path = os.path.join(tempfile.mkdtemp(), "r.mindrecord")
+>>> scratch = tempfile.TemporaryDirectory()      # removed at the end
+>>> path = os.path.join(scratch.name, "r.mindrecord")
 >>> w = FileWriter(path); _ = w.add_schema({"x": {"type": "int64"}}); w.write_raw_data([{"x": 5}]); w.commit()
 >>> [{k: int(v) for k, v in row.items()} for row in FileReader(path).get_next()]
 [{'x': 5}]
+>>> scratch.cleanup()
 """
 import numpy as np
 

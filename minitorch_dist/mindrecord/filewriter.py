@@ -16,7 +16,8 @@ files are ``name.part`` and ``name.db.part``; only a committed set carries the r
 
 >>> import numpy as np, os, tempfile
 >>> from minitorch_dist.mindrecord import FileWriter
->>> path = os.path.join(tempfile.mkdtemp(), "demo.mindrecord")
+>>> scratch = tempfile.TemporaryDirectory()      # removed at the end
+>>> path = os.path.join(scratch.name, "demo.mindrecord")
 >>> writer = FileWriter(path, shard_num=2)
 >>> writer.add_schema({"ids": {"type": "int32", "shape": [-1]}, "label": {"type": "float32"}}, "demo")
 0
@@ -24,6 +25,7 @@ files are ``name.part`` and ``name.db.part``; only a committed set carries the r
 >>> writer.commit()
 >>> sorted(os.listdir(os.path.dirname(path)))
 ['demo.mindrecord0', 'demo.mindrecord0.db', 'demo.mindrecord1', 'demo.mindrecord1.db']
+>>> scratch.cleanup()
 """
 import os
 

@@ -73,10 +73,12 @@ def save_checkpoint(save_obj, ckpt_file_name, integrated_save=True, async_save=F
     >>> import minitorch_dist as ms
     >>> from minitorch_dist import nn
     >>> from minitorch_dist.train import save_checkpoint, load_checkpoint
-    >>> path = os.path.join(tempfile.mkdtemp(), "dense.ckpt")
+    >>> scratch = tempfile.TemporaryDirectory()      # removed at the end
+    >>> path = os.path.join(scratch.name, "dense.ckpt")
     >>> save_checkpoint(nn.Dense(3, 2), path)
     >>> {name: p.shape for name, p in load_checkpoint(path).items()}
     {'weight': (2, 3), 'bias': (2,)}
+    >>> scratch.cleanup()
     """
     if not isinstance(integrated_save, bool):
         raise TypeError(f"save_checkpoint: integrated_save must be True or False, got "

@@ -9,8 +9,8 @@ and ``get_dataset_size``) or plain re-iterable sequences of batches (a list of
 ``(data, label)`` tuples of Tensors or NumPy arrays).
 
 ``dataset_sink_mode=True`` is accepted and runs exactly like ``False`` (one Python step per
-batch; ``sink_size`` does not apply), which is also what MindSpore does on CPU; a warning says
-so. ``boost_level`` other than "O0" warns and trains as "O0".
+batch; ``sink_size`` does not apply), which is also what MindSpore does on CPU; a one-time
+note says so. ``boost_level`` other than "O0" warns and trains as "O0".
 """
 import contextlib
 import warnings
@@ -18,6 +18,7 @@ import warnings
 from ..autograd import no_grad
 from ..communication.hooks import set_step as _set_step
 from ..extension import extension
+from ..log import note
 from ..nn.cell import Cell
 from ..nn.wrappers import TrainOneStepCell, WithEvalCell, WithLossCell
 from ..tensor import Tensor
@@ -179,9 +180,9 @@ class Model:
         if isinstance(sink_size, bool) or not isinstance(sink_size, int) \
                 or (sink_size < 1 and sink_size != -1):
             raise ValueError(f"Model.train: sink_size must be -1 or a positive int, got {sink_size!r}")
-        _note_sink("dataset_sink_mode", sink_mode, stacklevel=5)   # user -> train/fit -> _run
+        _note_sink("dataset_sink_mode", sink_mode)
         if sink_size != -1:
-            _note_sink("sink_size", sink_size, stacklevel=5)
+            _note_sink("sink_size", sink_size)
         if initial_epoch and getattr(dataset, "get_epoch", None) and dataset.get_epoch() == 0:
             dataset.set_epoch(initial_epoch)    # a resumed run shuffles as epoch initial_epoch+1
         source = _BatchSource(dataset, epoch - initial_epoch, "train_dataset")
@@ -469,7 +470,7 @@ def _check_boost(boost_level):
                       "algorithms target Ascend); training runs as with 'O0'", stacklevel=3)
 
 
-def _note_sink(name, value, stacklevel=3):
+def _note_sink(name, value):
     """Data sinking: MindSpore does not sink on CPU either, so data is fed step by step and
     ``sink_size`` does not reshape epochs. A set value is noted (once per call site)."""
     if name.endswith("sink_mode"):
@@ -477,6 +478,5 @@ def _note_sink(name, value, stacklevel=3):
             raise TypeError(f"Model: {name} must be True or False, got {value!r}")
         if not value:
             return
-    warnings.warn(f"Model: {name}={value!r} is accepted and changes nothing: data is fed one "
-                  "batch per step, as MindSpore does on CPU (sink_size then does not apply)",
-                  stacklevel=stacklevel)
+    note(f"Model: {name}={value!r} is accepted and changes nothing: data is fed one batch "
+         "per step, as MindSpore does on CPU (sink_size then does not apply)")

@@ -26,7 +26,7 @@ def argparse_init():
                     "official/recommend/Wide_and_Deep)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     data = parser.add_argument_group("data")
-    data.add_argument("--data_path", "--data-path", "--data-dir", default=None,
+    data.add_argument("--data_path", "--data-path", "--data-dir", "--data_dir", default=None,
                       help="folder with train.txt and test.txt in Criteo's tab-separated format; "
                            "it must exist (the script never invents data in place of a path you "
                            "gave). Left out: a synthetic set in " + DEFAULT_DATA_PATH)

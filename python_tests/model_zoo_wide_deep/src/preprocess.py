@@ -10,11 +10,12 @@ part when its last line is among a random 10% of the lines), a seeded shuffle of
 sends ``ceil(test_size * records)`` of them to the test part, so a small file always has both.
 
 >>> import tempfile, minitorch_dist.dataset as ds
->>> out = tempfile.mkdtemp()
+>>> scratch = tempfile.TemporaryDirectory(); out = scratch.name
 >>> _ = ds.write_synthetic_criteo(out + "/train.txt", 400, seed=1)
 >>> write_criteo_mindrecord(out + "/train.txt", out + "/mindrecord", line_per_sample=100, threshold=5,
 ...                         train_shards=2, test_shards=1)
 {'train_records': 3, 'test_records': 1, 'vocab_size': ...}
+>>> scratch.cleanup()
 """
 import math
 import os
