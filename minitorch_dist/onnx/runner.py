@@ -25,7 +25,7 @@ from ..tensor import Tensor
 from .builder import _onnx
 from .kernels import CORE_KERNELS
 
-__all__ = ["OnnxFunction", "load", "attributes"]
+__all__ = ["OnnxFunction", "load", "attributes", "node_settings"]
 
 
 def attributes(node):
@@ -42,6 +42,14 @@ def attributes(node):
             value = [v.decode() for v in value]
         out[attr.name] = value
     return out
+
+
+def node_settings(node):
+    """The node's attributes plus ``_outputs``, its number of outputs (ONNX's Split into
+    equal parts takes the count from there)."""
+    settings = attributes(node)
+    settings["_outputs"] = len(node.output)
+    return settings
 
 
 class OnnxFunction:
@@ -92,7 +100,7 @@ class OnnxFunction:
             values[name] = x if isinstance(x, Tensor) else self.make_tensor(np.asarray(x))
         for node in self.graph.node:
             args = [values[n] if n else None for n in node.input]
-            result = self.kernels[node.op_type](args, attributes(node))
+            result = self.kernels[node.op_type](args, node_settings(node))
             result = result if isinstance(result, (tuple, list)) else (result,)
             for name, value in zip(node.output, result):
                 values[name] = value

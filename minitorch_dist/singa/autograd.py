@@ -175,3 +175,11 @@ __all__ += [n for n in _CLASSES] + ["SoftMaxCrossEntropy", "CrossEntropy",
 _UNSUPPORTED = {"_RNN": "use layer.RNN / layer.LSTM (compositions of autograd operators)",
                 "CudnnRNN": "cuDNN's fused RNN needs CUDA; use layer.RNN / layer.LSTM"}
 __getattr__ = module_getattr("autograd", _UNSUPPORTED, __all__)
+
+# SINGA 3.0 kept its layers in autograd (``autograd.Conv2d(1, 32, 3, padding=1)``, as the
+# autograd documentation page writes); they are the layer module's classes, which accept
+# that older argument form. The layer module sets them here when it loads (the package
+# imports it), since it imports this module.
+LAYER_ALIASES = ("Layer", "Linear", "Conv2d", "SeparableConv2d", "BatchNorm2d", "Pooling2d",
+                 "MaxPool2d", "AvgPool2d")
+__all__ += list(LAYER_ALIASES)

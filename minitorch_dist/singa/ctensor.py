@@ -80,6 +80,21 @@ class CTensor:
         """The device given at construction (None: the host)."""
         return self._device
 
+    def ToHost(self):
+        """Move the values to the host (a no-op for host arrays)."""
+        if hasattr(self.array, "get"):
+            self.array = self.array.get()
+
+    def ToDevice(self, device):
+        """Move the values to ``device`` (a SINGA or core device; None is the host)."""
+        from .device import to_core
+        target = to_core(device, "singa_wrap.Tensor.ToDevice")
+        if not target.is_host:
+            self.array = target.xp.asarray(np.asarray(self))
+        else:
+            self.ToHost()
+        self._device = device
+
     def transpose(self):
         return False
 

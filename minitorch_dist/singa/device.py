@@ -217,7 +217,9 @@ def create_cuda_gpus_on(device_ids):
 
 
 def create_cuda_gpus(num):
-    """GPUs ``0 .. num-1``."""
+    """GPUs ``0 .. num-1``; a list of ids (as SINGA's device page writes it) means those."""
+    if isinstance(num, (list, tuple)):
+        return create_cuda_gpus_on(num)
     if isinstance(num, bool) or not isinstance(num, int) or num < 1:
         raise ValueError(f"device.create_cuda_gpus(num): num must be a positive int, got {num!r}")
     return create_cuda_gpus_on(list(range(num)))

@@ -20,6 +20,7 @@ parameters created on the device of the input.
 >>> y.shape, {name: p.shape for name, p in fc.get_params().items()}
 ((2, 4), {'W': (3, 4), 'b': (4,)})
 """
+from . import autograd as _autograd
 from .layer_base import Layer
 from .layer_basic import *  # noqa: F401,F403 - Conv2d, Linear, pooling, ReLU, ...
 from .layer_basic import __all__ as _BASIC
@@ -35,3 +36,6 @@ _UNSUPPORTED = {name: "build it from the supported layers or minitorch_dist.nn" 
     "MaxPool1d", "AvgPool1d", "Gather")}
 _UNSUPPORTED["CudnnRNN"] = "cuDNN's fused RNN needs CUDA and cuDNN; use layer.RNN or layer.LSTM"
 __getattr__ = module_getattr("layer", _UNSUPPORTED, __all__)
+
+for _name in _autograd.LAYER_ALIASES:      # SINGA 3.0's autograd.Conv2d, autograd.Linear, ...
+    setattr(_autograd, _name, globals()[_name])

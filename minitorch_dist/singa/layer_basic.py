@@ -268,9 +268,11 @@ class SoftMaxCrossEntropy(Layer):
         dev = x.device
         target = t.data if t.device is dev else dev.copy_from(t.data, t.device)
         if t.size == batch and t.ndim <= 2:
-            if target.dtype.kind not in "iu":
-                raise TypeError(f"{call}: class-index targets must be integers (tensor.int32), "
-                                f"got {target.dtype}")
+            # SINGA reads a float target's bytes as int labels, so its pages build label
+            # tensors with the default float32 dtype: whole-number floats are labels here
+            if target.dtype.kind not in "iu" and not bool((target == target.round()).all()):
+                raise TypeError(f"{call}: class-index targets must be integers (tensor.int32 "
+                                f"or whole numbers), got {target.dtype} with fractions")
             labels = target.reshape(batch).astype(np.int32, copy=False)
             loss = self._sparse(x, labels, call)
         elif tuple(t.shape) == (batch, classes):

@@ -1,4 +1,7 @@
-"""SINGA's ``singa_wrap`` (its SWIG module), for the one name the guide takes from it.
+"""SINGA's ``singa_wrap`` (its SWIG module): ``NcclIdHolder``, the low-level ``Tensor``
+(``CTensor``), the operator handles, and the free math functions and CPU kernels that
+SINGA's own tests and Python layer call (``wrap_math``, ``wrap_nn``). CUDA-only and
+communicator internals raise ``SingaNotSupported`` naming the call.
 
 SINGA's examples write ``from singa import singa_wrap as singa`` and then
 ``singa.NcclIdHolder()``; with this module ``from minitorch_dist.singa import singa_wrap as
@@ -15,10 +18,13 @@ from ..communication.unique_id import NcclIdHolder
 from .ctensor import CTensor as Tensor, Gaussian, Uniform, kFloat, kFloat16, kFloat32, kInt
 from .handles import BatchNormHandle, ConvHandle, PoolingHandle
 from .unsupported import module_getattr
+from . import wrap_math as _math, wrap_nn as _nn
+from .wrap_math import *  # noqa: F401,F403 - SINGA's element-wise and shape functions
+from .wrap_nn import *  # noqa: F401,F403 - SINGA's CPU conv, pooling and batch norm
 
 __all__ = ["NcclIdHolder", "ConvHandle", "BatchNormHandle", "PoolingHandle", "USE_DIST",
            "USE_CUDA", "Tensor", "Gaussian", "Uniform", "kFloat", "kFloat16", "kFloat32",
-           "kInt"]
+           "kInt"] + [n for n in _math.__all__ if n != "host"] + list(_nn.__all__)
 
 USE_DIST = True        # DistOpt is always available (MPI, TCP, or NCCL with CuPy)
 
@@ -41,18 +47,9 @@ _fallback = module_getattr("singa_wrap", {
     "Device": "use the device module", **{name: _SWIG for name in (
         "CudnnRNNHandle", "CudnnBatchNormHandle", "GpuRNNForwardTraining",
         "GpuRNNForwardInference", "GpuRNNBackwardx", "GpuRNNBackwardW", "GpuRNNBackwardxEx",
-        "GpuBatchNormForwardTraining", "GpuBatchNormForwardInference", "VecTensor",
-        "ConcatOn", "SliceOn", "CpuBatchNormForwardTraining", "CpuBatchNormForwardInference",
-        "CpuBatchNormBackwardx", "CpuPoolingForward", "CpuPoolingBackward", "SoftMax",
-        "Reshape", "Pow", "Erf", "Ceil", "Floor", "Round", "RoundE", "Platform",
-        "CpuConvForward", "CpuConvBackwardx", "CpuConvBackwardW", "CpuConvBackwardb",
+        "GpuBatchNormForwardTraining", "GpuBatchNormForwardInference", "Platform",
         "GpuConvForward", "GpuConvBackwardx", "GpuConvBackwardW", "GpuConvBackwardb",
         "GpuPoolingForward", "GpuPoolingBackward", "CudnnConvHandle", "CudnnPoolingHandle",
-        "CpuBatchNormBackward", "GpuBatchNormBackward", "SumAll", "Exp", "Log", "Sqrt",
-        "Abs", "Sign", "Tanh", "Sigmoid", "ReLU", "Transpose", "DefaultTranspose",
-        "Mult", "Axpy", "Bernoulli", "AddFloat", "SubFloat", "MultFloat", "DivFloat",
-        "LTFloat", "LEFloat", "GTFloat", "GEFloat", "EQFloat", "PowFloat", "Square",
-        "CopyDataToFrom", "RowMax", "SoftMaxBackward", "CrossEntropyFwd",
-        "SoftmaxCrossEntropyBwd", "__add__", "__sub__", "__mul__", "__div__", "__lt__",
-        "__le__", "__gt__", "__ge__", "__eq__")}},
+        "CpuBatchNormBackward", "GpuBatchNormBackward", "SoftMaxBackward", "CrossEntropyFwd",
+        "SoftmaxCrossEntropyBwd")}},
     __all__)

@@ -7,6 +7,7 @@
   last_layers=None)`` executes the graph with the facade's autograd operators, so the
   outputs have creators and ``autograd.backward`` trains the loaded weights.
   ``last_layers=-k`` stops ``k`` nodes before the end and returns that node's outputs.
+* ``SONNXModel(onnx_model)`` is the same as a ``model.Model`` to subclass.
 
 >>> import numpy as np
 >>> from minitorch_dist.singa import autograd, sonnx, tensor
@@ -15,14 +16,19 @@
 >>> tensor.to_numpy(sonnx.prepare(model).run([x])[0]).tolist()
 [[0.0, 2.0]]
 """
+import re
+
 import numpy as np
 
-from ..onnx import GraphBuilder, OnnxFunction, attributes, register_walker
+from ..onnx import GraphBuilder, OnnxFunction, register_walker
+from ..onnx.runner import node_settings
 from . import tensor
+from .model import Model
 from .sonnx_export import walk
 from .sonnx_kernels import KERNELS, make_tensor as _make_tensor
 
-__all__ = ["to_onnx", "prepare", "SingaRep", "SingaBackend", "get_onnx_model"]
+__all__ = ["to_onnx", "prepare", "SingaRep", "SingaBackend", "get_onnx_model", "SONNXModel",
+           "save", "load"]
 
 
 def to_onnx(inputs, y, model_name="sonnx"):
@@ -68,7 +74,7 @@ class SingaRep:
             values[name] = t
         for node in keep:
             result = KERNELS[node.op_type]([values[n] if n else None for n in node.input],
-                                           attributes(node))
+                                           node_settings(node))
             result = result if isinstance(result, (tuple, list)) else (result,)
             values.update(zip(node.output, result))
         return [values[n] for n in keep[-1].output]
@@ -89,6 +95,11 @@ class _ArrayRep:
         from ..onnx.builder import _onnx
         helper = _onnx().helper
         self.rep = rep
+        for value in list(model.graph.input) + list(model.graph.output):
+            kind = value.type.WhichOneof("value")
+            if kind not in ("tensor_type", None):
+                raise NotImplementedError(f"sonnx: {value.name!r} is an ONNX {kind}; SINGA's "
+                                          f"backend runs graphs of tensors only")
         self.dtypes = [helper.tensor_dtype_to_np_dtype(o.type.tensor_type.elem_type)
                        for o in model.graph.output]
 
@@ -133,3 +144,36 @@ def prepare(model, device=None, init_inputs=None, **kwargs):
         items = init_inputs if isinstance(init_inputs, (list, tuple)) else [init_inputs]
         rep.run([x if hasattr(x, "asnumpy") else _make_tensor(x) for x in items])
     return rep
+
+
+def save(model, path):
+    """``onnx.save`` (SINGA re-exports it as ``sonnx.save``)."""
+    from ..onnx.builder import _onnx
+    _onnx().save(model, path)
+
+
+def load(path):
+    """``onnx.load`` (SINGA re-exports it as ``sonnx.load``)."""
+    from ..onnx.builder import _onnx
+    return _onnx().load(path)
+
+
+
+class SONNXModel(Model):
+    """SINGA's ``sonnx.SONNXModel(onnx_model)``: an ONNX model as a ``model.Model``.
+    Subclass it to run, fine-tune (the initializers are its parameters, so
+    ``set_optimizer``/``compile`` bind them) or cut it: ``forward(*x, last_layers=None)``
+    returns the list of outputs (of the node ``last_layers`` from the end when given)."""
+
+    def __init__(self, onnx_model):
+        super().__init__()
+        rep = prepare(onnx_model)
+        object.__setattr__(self, "sg_ir", rep)
+        for index, param in enumerate(rep.fn.parameters()):
+            setattr(self, f"onnx_{index}_{re.sub(r'[^0-9A-Za-z_]', '_', param.name)}", param)
+
+    def forward(self, *x, last_layers=None, aux_output=()):
+        if aux_output:
+            raise ValueError("SONNXModel.forward: aux_output is not supported; use "
+                             "last_layers=-k to take an inner node's outputs")
+        return self.sg_ir.run(list(x), last_layers=last_layers)

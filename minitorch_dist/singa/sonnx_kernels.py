@@ -8,7 +8,8 @@ import numpy as np
 
 from . import autograd as ag
 from . import tensor
-from .handles import BatchNormHandle, ConvHandle
+from .handles import ConvHandle
+from .sonnx_kernels_more import MORE_KERNELS, host_values
 
 __all__ = ["KERNELS", "make_tensor"]
 
@@ -17,11 +18,24 @@ def make_tensor(array):
     """A facade tensor of SINGA's dtypes: booleans become 0/1 floats, other integers int32,
     float64 float32 (as SINGA's from_numpy); other types are refused there."""
     array = np.asarray(array)
+    onnx_type = _narrow_type(array)
+    array = host_values(array)
     if array.dtype == bool:
         array = array.astype(np.float32)
     elif array.dtype.kind in "iu" and array.dtype != np.int32:
         array = array.astype(np.int32)
-    return tensor.from_numpy(np.ascontiguousarray(array))
+    out = tensor.from_numpy(np.ascontiguousarray(array))
+    if onnx_type is not None:
+        out.onnx_dtype = onnx_type      # CastLike reads the type it carried
+    return out
+
+
+def _narrow_type(array):
+    """The ONNX type code of an array whose type has no dtype here, else None."""
+    if host_values(array) is array:
+        return None
+    from ..onnx.builder import _onnx
+    return _onnx().helper.np_dtype_to_tensor_dtype(array.dtype)
 
 
 def _ints(t):
@@ -56,22 +70,6 @@ def _conv(xs, attrs):
     return ag.conv2d(handle, x, W, b)
 
 
-def _pool(is_max):
-    def kernel(xs, attrs):
-        pads = attrs.get("pads", [0, 0, 0, 0])
-        if pads[:2] != pads[2:]:
-            raise NotImplementedError(f"sonnx: pooling with asymmetric pads {pads}")
-        fn = ag.max_pool_2d if is_max else ag.avg_pool_2d
-        return fn(xs[0], tuple(attrs["kernel_shape"]),
-                  tuple(attrs.get("strides", attrs["kernel_shape"])), tuple(pads[:2]))
-    return kernel
-
-
-def _batchnorm(xs, attrs):
-    handle = BatchNormHandle(1.0 - float(attrs.get("momentum", 0.9)))
-    return ag.batchnorm_2d(handle, *xs[:5])
-
-
 def _gemm(xs, attrs):
     c = xs[2] if len(xs) > 2 else None
     return ag.gemm(xs[0], xs[1], c, float(attrs.get("alpha", 1.0)),
@@ -90,20 +88,6 @@ def _reduce(fn):
     return kernel
 
 
-def _cast(xs, attrs):
-    from ..onnx.builder import _onnx
-    to = np.dtype(_onnx().helper.tensor_dtype_to_np_dtype(attrs["to"]))
-    if to == np.bool_:
-        return xs[0]                         # truth values stay 0/1 floats here
-    to = {np.dtype(np.int64): np.int32, np.dtype(np.float64): np.float32}.get(to, to)
-    return ag.cast(xs[0], to)
-
-
-def _split(xs, attrs):
-    parts = _ints(xs[1]) if len(xs) > 1 and xs[1] is not None else attrs.get("split")
-    return ag.split(xs[0], attrs.get("axis", 0), parts)
-
-
 def _slice(xs, attrs):
     axes = _ints(xs[3]) if len(xs) > 3 and xs[3] is not None else None
     steps = _ints(xs[4]) if len(xs) > 4 and xs[4] is not None else None
@@ -113,10 +97,6 @@ def _slice(xs, attrs):
 def _constant_of_shape(xs, attrs):
     value = attrs.get("value", np.zeros(1, np.float32))
     return ag.constant_of_shape(xs[0], float(np.asarray(value).reshape(-1)[0]))
-
-
-def _cast_like(xs, attrs):
-    return ag.cast(xs[0], xs[1].dtype)
 
 
 def _constant(xs, attrs):
@@ -138,7 +118,7 @@ def _reduce_extreme(is_max):
 
 
 KERNELS = {
-    "CastLike": _cast_like, "Constant": _constant,
+    "Constant": _constant,
     "ReduceMax": _reduce_extreme(True), "ReduceMin": _reduce_extreme(False),
     "Relu": _unary(ag.relu), "Sigmoid": _unary(ag.sigmoid), "Tanh": _unary(ag.tanh),
     "Exp": _unary(ag.exp), "Log": _unary(ag.log), "Sqrt": _unary(ag.sqrt),
@@ -150,9 +130,9 @@ KERNELS = {
     "Acosh": _unary(ag.acosh), "Sin": _unary(ag.sin), "Sinh": _unary(ag.sinh),
     "Asin": _unary(ag.asin), "Asinh": _unary(ag.asinh), "Tan": _unary(ag.tan),
     "Atan": _unary(ag.atan), "Atanh": _unary(ag.atanh), "NonZero": _unary(ag.nonzero),
-    "Shape": _unary(ag.shape), "GlobalAveragePool": _unary(ag.globalaveragepool),
+    "GlobalAveragePool": _unary(ag.globalaveragepool),
     "Add": _binary(ag.add), "Sub": _binary(ag.sub), "Mul": _binary(ag.mul),
-    "Div": _binary(ag.div), "Pow": _binary(ag.pow), "MatMul": _binary(ag.matmul),
+    "Div": _binary(ag.div), "Pow": _binary(ag.pow),
     "PRelu": _binary(ag.prelu), "Less": _binary(ag.less), "Greater": _binary(ag.greater),
     "Equal": _binary(ag.equal), "And": _binary(ag._and), "Or": _binary(ag._or),
     "Xor": _binary(ag._xor),
@@ -166,25 +146,18 @@ KERNELS = {
     "Clip": lambda xs, a: ag.clip(xs[0], _scalar(xs[1]) if len(xs) > 1 else None,
                                   _scalar(xs[2]) if len(xs) > 2 else None),
     "Flatten": lambda xs, a: ag.flatten(xs[0], a.get("axis", 1)),
-    "Reshape": lambda xs, a: ag.reshape(xs[0], _ints(xs[1])),
     "Transpose": lambda xs, a: ag.transpose(xs[0], tuple(a.get("perm", range(xs[0].ndim)[::-1]))),
     "Squeeze": lambda xs, a: ag.squeeze(xs[0], _axes_input(xs, a) or ()),
     "Unsqueeze": lambda xs, a: ag.unsqueeze(xs[0], _axes_input(xs, a)),
     "Concat": lambda xs, a: ag.cat(list(xs), a.get("axis", 0)),
-    "ReduceSum": _reduce(ag.reduce_sum), "ReduceMean": _reduce(ag.reduce_mean),
-    "Gemm": _gemm, "Conv": _conv, "MaxPool": _pool(True), "AveragePool": _pool(False),
-    "BatchNormalization": _batchnorm,
-    "Dropout": lambda xs, a: ag.dropout(xs[0], 0, _scalar(xs[1]) if len(xs) > 1 and
-                                        xs[1] is not None else a.get("ratio", 0.5)),
-    "Cast": _cast, "Split": _split, "Slice": _slice, "ConstantOfShape": _constant_of_shape,
+    "ReduceMean": _reduce(ag.reduce_mean), "Gemm": _gemm, "Conv": _conv,
+    "Slice": _slice, "ConstantOfShape": _constant_of_shape,
     "Gather": lambda xs, a: ag.gather(xs[0], a.get("axis", 0), xs[1].asnumpy()),
     "Tile": lambda xs, a: ag.tile(xs[0], _ints(xs[1])),
     "Expand": lambda xs, a: ag.expand(xs[0], _ints(xs[1])),
     "Where": lambda xs, a: ag.where(xs[1], xs[2], xs[0].asnumpy()),
-    "OneHot": lambda xs, a: ag.onehot(a.get("axis", -1), xs[0], _ints(xs[1])[0],
-                                      xs[2].asnumpy()),
-    "Pad": lambda xs, a: ag.pad(xs[0], a.get("mode", "constant"), _ints(xs[1]),
-                                _scalar(xs[2]) if len(xs) > 2 and xs[2] is not None else 0.0),
     "DepthToSpace": lambda xs, a: ag.depth_to_space(xs[0], a["blocksize"], a.get("mode", "DCR")),
-    "SpaceToDepth": lambda xs, a: ag.space_to_depth(xs[0], a["blocksize"]),
+    "SpaceToDepth": lambda xs, a: ag.space_to_depth(xs[0], a["blocksize"],
+                                                    a.get("mode", "DCR")),
 }
+KERNELS.update(MORE_KERNELS)

@@ -27,7 +27,9 @@ from .. import random as _random
 from ..backend import dtypes as _dtypes, get_device
 from ..nn.parameter import Parameter as CoreParameter
 from ..tensor import Tensor as CoreTensor
+from .ctensor import CTensor
 from .device import to_core
+from .host_array import HostArray
 from .results import FACADE
 from .tensor_math import SingaTensorMath
 from .unsupported import module_getattr
@@ -35,6 +37,8 @@ from .unsupported import module_getattr
 __all__ = ["Tensor", "PlaceHolder", "Parameter", "float16", "float32", "int32", "to_numpy",
            "from_numpy", "zeros", "ones", "zeros_like", "ones_like", "to_dtype"]
 
+_DATA_SLOT = CoreTensor.data          # the core's slots, behind the facade's properties
+_DEVICE_SLOT = CoreTensor.device
 float16 = _dtypes.float16
 float32 = _dtypes.float32
 int32 = _dtypes.int32
@@ -91,6 +95,22 @@ def _host_values(values, call):
 class SingaTensorMethods:
     """The methods SINGA's ``Tensor`` has and minitorch_dist's lacks (mixed into both the
     facade ``Tensor`` and the facade ``Parameter``)."""
+
+    @property
+    def data(self):
+        """The array: on the host a :class:`HostArray`, which also answers SINGA's
+        ``CTensor`` calls (``t.data.GetFloatValue(n)``)."""
+        value = _DATA_SLOT.__get__(self)
+        if type(value) is np.ndarray:   # a core result that became a facade tensor
+            value = HostArray.wrap(value)
+            _DATA_SLOT.__set__(self, value)
+        return value
+
+    @data.setter
+    def data(self, value):
+        if isinstance(value, CTensor):      # SINGA code assigns a CTensor to t.data
+            value = value.array
+        _DATA_SLOT.__set__(self, HostArray.wrap(value))
 
     @property
     def size(self):
@@ -292,6 +312,37 @@ class Tensor(SingaTensorMath, SingaTensorMethods, CoreTensor):
         if value and self.grad_fn is None and self.dtype.kind == "f":
             self.requires_grad = True
 
+    # SINGA's Python Tensor keeps shape, dtype and device as plain attributes, and SINGA's
+    # helpers set them after assigning a CTensor to ``t.data``. Here they follow the data:
+    # a value that agrees is accepted, any other is refused.
+    @property
+    def shape(self):
+        return CoreTensor.shape.fget(self)
+
+    @shape.setter
+    def shape(self, value):
+        if tuple(int(n) for n in value) != tuple(self.data.shape):
+            raise ValueError(f"Tensor.shape: the shape follows the data {tuple(self.data.shape)}; "
+                             f"got {tuple(value)} (use t.reshape)")
+
+    @property
+    def dtype(self):
+        return CoreTensor.dtype.fget(self)
+
+    @dtype.setter
+    def dtype(self, value):
+        if to_dtype(value, "Tensor.dtype") != self.data.dtype:
+            raise ValueError(f"Tensor.dtype: the dtype follows the data ({self.data.dtype}); "
+                             f"got {value!r} (use t.to_type)")
+
+    @property
+    def device(self):
+        return _DEVICE_SLOT.__get__(self)
+
+    @device.setter
+    def device(self, value):
+        _DEVICE_SLOT.__set__(self, to_core(value, "Tensor.device"))
+
 
 PlaceHolder = Tensor
 
@@ -325,7 +376,7 @@ def to_numpy(t):
     clones too: later in-place updates of ``t`` do not show in it)."""
     if not isinstance(t, CoreTensor):
         raise TypeError(f"tensor.to_numpy(t): expected a Tensor, got {type(t).__name__}")
-    array = t.asnumpy()
+    array = np.asarray(t.asnumpy())
     return array.copy() if t.device.is_host and np.shares_memory(array, t.data) else array
 
 
@@ -367,6 +418,7 @@ FACADE.update(Tensor=Tensor, Parameter=Parameter)    # results.as_result makes t
 
 from .tensor_functions import *  # noqa: E402,F401,F403 - SINGA's module functions
 from .tensor_functions import __all__ as _FUNCTIONS  # noqa: E402
+from .tensor_functions import _call_singa_func  # noqa: E402,F401 - SINGA's tests call it
 
 __all__ += list(_FUNCTIONS)
 _UNSUPPORTED = {"float64": "SINGA has float16, float32 and int32 tensors",

@@ -52,6 +52,11 @@ def from_raw_tensor(t):
     return new_tensor(array)
 
 
+def _call_singa_func(fn, *args):
+    """SINGA's helper: ``fn(*args)`` (a ``singa_wrap`` function on CTensors) as a Tensor."""
+    return from_raw_tensor(fn(*args))
+
+
 def from_raw_tensors(tt):
     """``from_raw_tensor`` of each."""
     return [from_raw_tensor(t) for t in tt]
