@@ -209,8 +209,9 @@ def _ignore_sigint():
 
 
 # Started with SIGINT ignored (as a background job of a script is), Python installs no
-# Ctrl-C handler, and the parent slept through the signal until the test timed out: the
-# symptom of three fresh-clone CI runs. spawn now installs its own, as the launcher does.
+# Ctrl-C handler, and the parent slept through the signal until the test timed out. Three
+# fresh-clone CI runs failed so: their suite ran as a background job, and the spawned
+# parent inherited the ignored SIGINT. spawn now installs its own, as the launcher does.
 @pytest.mark.parametrize("inherited", ["default", "ignored"])
 def test_spawn_ctrl_c_prints_one_line_and_stops_every_process(tmp_path, inherited):
     parent = subprocess.Popen([sys.executable, SPAWN, "sleep", str(tmp_path)], cwd=REPO,
