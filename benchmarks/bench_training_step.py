@@ -77,6 +77,14 @@ class SingaCNN(nn.Cell):
         return self.linear2(y)
 
 
+class UnfusedSGD(nn.SGD):
+    """SGD that updates one parameter at a time in NumPy (``nn/optim/fused.py`` skips an
+    optimizer whose ``_fused_ready`` says no): the path before the fused C++ update."""
+
+    def _fused_ready(self):
+        return False
+
+
 def minitorch_step(net, optimizer):
     loss_fn = nn.CrossEntropyLoss()
 
@@ -284,6 +292,9 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     parser.add_argument("--only", choices=["mlp", "cnn"], default=None)
+    parser.add_argument("--unfused", action="store_true",
+                        help="add a contender whose optimizer updates one parameter at a time "
+                             "in NumPy (the path before the fused C++ update), interleaved")
     args = parser.parse_args(argv)
 
     ms.set_seed(0)
@@ -314,6 +325,12 @@ def main(argv=None):
             "minitorch_dist": (minitorch_step(mt_mlp, nn.SGD(mt_mlp.trainable_params(), 0.01)), mt_batches),
             "numpy (by hand)": (np_mlp.step, list(zip(images, labels))),
         }
+        if args.unfused:
+            twin = SeedMLP()
+            for mine, theirs in zip(twin.trainable_params(), mt_mlp.trainable_params()):
+                mine.set_data(ms.Tensor(theirs.asnumpy().copy()))     # the same start
+            contenders["unfused"] = (minitorch_step(twin, UnfusedSGD(twin.trainable_params(), 0.01)),
+                                     mt_batches)
         if torch is not None:
             contenders["pytorch"] = (torch_step(torch, t_mlp, torch.optim.SGD(t_mlp.parameters(), 0.01)), t_batches)
         results["mlp"] = run("MLP 784-512-512-10, SGD", contenders, args.rounds, args.steps)
@@ -336,6 +353,8 @@ def main(argv=None):
             print(f"  {model}: minitorch_dist / pytorch = {mt / med['pytorch']:.2f}  (target <= {target})")
         if "numpy (by hand)" in med:
             print(f"  {model}: minitorch_dist / numpy by hand = {mt / med['numpy (by hand)']:.2f}  (target <= 1.15)")
+        if "unfused" in med:
+            print(f"  {model}: minitorch_dist / unfused optimizer = {mt / med['unfused']:.2f}")
     return results
 
 

@@ -11,4 +11,5 @@ PYBIND11_MODULE(_C, m) {
     mtd::register_fp16(m);
     mtd::register_winograd(m);
     mtd::register_batchnorm(m);
+    mtd::register_multi_optim(m);
 }

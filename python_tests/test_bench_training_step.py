@@ -92,3 +92,25 @@ def test_only_the_model_asked_for_is_run_and_printed(capsys):
     assert set(results) == {"cnn"}
     assert "MLP" not in out and "mlp:" not in out
     assert {model for model, _ in _printed_ratios(out, results)} == {"cnn"}
+
+
+def test_the_unfused_contender_trains_the_same_and_is_printed(capsys):
+    """--unfused: SGD one parameter at a time in NumPy, from the same weights, interleaved;
+    its updates equal the fused ones bit for bit (nn/optim/fused.py)."""
+    results = bench.main(["--rounds", "1", "--steps", "1", "--only", "mlp", "--unfused"])
+    out = capsys.readouterr().out
+    assert "unfused" in results["mlp"]
+    ratio = re.search(r"mlp: minitorch_dist / unfused optimizer = ([0-9.]+)", out)
+    expected = results["mlp"]["minitorch_dist"] / results["mlp"]["unfused"]
+    assert ratio and float(ratio.group(1)) == pytest.approx(expected, abs=0.006)
+    ms.set_seed(3)
+    nets = [bench.SeedMLP(), bench.SeedMLP()]
+    for mine, theirs in zip(nets[1].trainable_params(), nets[0].trainable_params()):
+        mine.set_data(ms.Tensor(theirs.asnumpy().copy()))
+    steps = [bench.minitorch_step(nets[0], nn.SGD(nets[0].trainable_params(), 0.01)),
+             bench.minitorch_step(nets[1], bench.UnfusedSGD(nets[1].trainable_params(), 0.01))]
+    for x, y in _batches():
+        for step in steps:
+            step(ms.Tensor(x), ms.Tensor(y.astype(np.int32)))
+    for a, b in zip(nets[0].trainable_params(), nets[1].trainable_params()):
+        assert np.array_equal(a.asnumpy(), b.asnumpy())

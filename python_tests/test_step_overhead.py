@@ -150,6 +150,16 @@ def test_the_overhead_benchmark_contenders_run(which):
     _overhead_bench().child(which, steps=1, warmup=1, go_file=None)
 
 
+def test_the_overhead_benchmark_counts_only_the_contenders_asked_for(monkeypatch):
+    bench_overhead = _overhead_bench()
+    counted = []
+    monkeypatch.setattr(bench_overhead.shutil, "which", lambda name: "/usr/bin/valgrind")
+    monkeypatch.setattr(bench_overhead, "count",
+                        lambda which, steps, warmup: counted.append(which) or 10 * steps)
+    per_step = bench_overhead.main(["--steps", "2", "--only", "minitorch_dist"])
+    assert counted == ["minitorch_dist"] and per_step == {"minitorch_dist": 10.0}
+
+
 def test_the_overhead_benchmark_refuses_to_run_without_valgrind(monkeypatch):
     bench_overhead = _overhead_bench()
     monkeypatch.setattr(bench_overhead.shutil, "which", lambda name: None)

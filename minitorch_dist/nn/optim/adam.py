@@ -11,6 +11,7 @@ import numpy as np  # host scalars only (beta1_power / beta2_power)
 
 from ...row_tensor import RowTensor
 from ..parameter import Parameter
+from .fused import native_kernels
 from .optimizer import (Optimizer, effective_gradient, host_kernel, update_rows, positive,
                         row_gradient, unit_interval)
 
@@ -100,6 +101,24 @@ class Adam(Optimizer):
         tmp *= step_size * c
         param -= tmp
 
+    def _fused_ready(self):
+        return not self.use_lazy    # the lazy form is MindSpore's fused kernel, not this one
+
+    def _fused_update(self, params, grads, states, lr, weight_decay, step):
+        """``_apply_one`` for many dense host arrays in one C++ call (nn/optim/fused.py):
+        the scalars of ``_apply_one``, the same operations in the same order."""
+        b1, b2, t = self.beta1, self.beta2, step + 1
+        decoupled = self._decoupled_decay and bool(weight_decay)
+        l2 = 0.0 if self._decoupled_decay else weight_decay
+        step_size = lr / (1.0 - b1 ** t)
+        c = math.sqrt(1.0 - b2 ** t)
+        native_kernels().multi_adam(
+            params, grads, states[0], states[1], decay=1.0 - lr * weight_decay,
+            inv_scale=self._inv_scale, wd=l2, beta1=b1, one_minus_b1=1.0 - b1, beta2=b2,
+            one_minus_b2=1.0 - b2, eps_c=self.eps * c, step_c=step_size * c,
+            decoupled_wd=decoupled, scaled=self._inv_scale != 1.0 or bool(l2),
+            has_wd=bool(l2), nesterov=self.use_nesterov)
+
     def _apply_lazy(self, i, param, grad, lr, weight_decay, step, device):
         """MindSpore's fused Adam step; a RowTensor gradient touches only its (merged) rows."""
         b1, b2, t = self.beta1, self.beta2, step + 1
@@ -131,6 +150,9 @@ class Adam(Optimizer):
         lazy = ", use_lazy=True" if self.use_lazy else ""
         return (f"{super().extra_repr()}, beta1={self.beta1}, beta2={self.beta2}, "
                 f"eps={self.eps}{lazy}")
+
+
+Adam._fused_owner = Adam
 
 
 def accumulate_moments(xp, m, v, g, beta1, beta2, tmp):

@@ -1,6 +1,6 @@
 """Momentum: MindSpore's heavy-ball optimizer (``nn.Momentum``)."""
 from .optimizer import Optimizer, non_negative
-from .sgd import heavy_ball_step
+from .sgd import check_momentum, fused_sgd, heavy_ball_step
 
 __all__ = ["Momentum"]
 
@@ -40,5 +40,14 @@ class Momentum(Optimizer):
         heavy_ball_step(device.xp, param, grad, self._slot("moments", i, device), tmp, lr,
                         self.momentum, 0.0, weight_decay, self._inv_scale, self.use_nesterov)
 
+    def _fused_update(self, params, grads, states, lr, weight_decay, step):
+        """``_apply_one`` for many dense host arrays in one C++ call (nn/optim/fused.py)."""
+        check_momentum("Momentum", self.momentum)
+        fused_sgd(params, grads, states[0], lr, self.momentum, 0.0, weight_decay,
+                  self._inv_scale, self.use_nesterov, False)
+
     def extra_repr(self):
         return f"{super().extra_repr()}, momentum={self.momentum}, use_nesterov={self.use_nesterov}"
+
+
+Momentum._fused_owner = Momentum

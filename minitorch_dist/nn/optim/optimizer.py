@@ -20,6 +20,7 @@ from ...row_tensor import RowTensor
 from ...tensor import Tensor
 from ..cell import Cell
 from ..parameter import Parameter, ParameterTuple
+from .fused import apply_fused
 from .schedules import LearningRateSchedule
 from .state_slicing import GradientPiece, slice_plan
 
@@ -77,6 +78,11 @@ class Optimizer(Cell):
     """
 
     supports_sparse = False   # True: _apply_one receives RowTensor gradients as they are
+    _fused_owner = None       # the class whose _apply_one its _fused_update twins (fused.py)
+
+    def _fused_ready(self):
+        """Whether this instance's options allow the fused dense update (fused.py)."""
+        return True
 
     def __init__(self, learning_rate, parameters, weight_decay=0.0, loss_scale=1.0):
         super().__init__(auto_prefix=False)   # as MindSpore's: its state keeps its names
@@ -210,8 +216,9 @@ class Optimizer(Cell):
         rates = [_lr_at(lr, step) for lr in self._group_lrs]
         decays, group_of = self._group_wds, self._group_of
         plan = slice_plan(self)
+        fused = apply_fused(self, gradients, rates, step) if plan is None else ()
         for i, (param, grad) in enumerate(zip(self.parameters, gradients)):
-            if grad is not None:
+            if grad is not None and i not in fused:
                 g = group_of[i]
                 piece = None if plan is None else plan[i]
                 self._update(i, param, grad, rates[g], decays[g], step, piece)

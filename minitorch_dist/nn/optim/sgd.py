@@ -5,6 +5,7 @@ gradients. Sparse ``RowTensor`` gradients without momentum update only the touch
 """
 from ...backend import half
 from ...row_tensor import RowTensor
+from .fused import native_kernels
 from .optimizer import Optimizer, non_negative
 
 __all__ = ["SGD"]
@@ -76,9 +77,30 @@ class SGD(Optimizer):
         else:
             step_fn(*arrays)
 
+    def _fused_update(self, params, grads, states, lr, weight_decay, step):
+        """``_apply_one`` for many dense host arrays in one C++ call (nn/optim/fused.py)."""
+        fused_sgd(params, grads, states[0] if self.momentum > 0 else None, lr, self.momentum,
+                  self.dampening, weight_decay, self._inv_scale, self.nesterov, step == 0)
+
     def extra_repr(self):
         return (f"{super().extra_repr()}, momentum={self.momentum}, dampening={self.dampening}, "
                 f"nesterov={self.nesterov}")
+
+
+SGD._fused_owner = SGD
+
+
+def fused_sgd(params, grads, bufs, lr, momentum, dampening, weight_decay, inv_scale, nesterov,
+              first):
+    """``plain_step`` (``bufs`` None) or ``heavy_ball_step`` on every array of ``params``
+    at once (C++ ``multi_sgd``): the same scalars, the same operations in the same order."""
+    keep = 1.0 - dampening
+    native_kernels().multi_sgd(
+        params, grads, bufs, decay=1.0 - lr * weight_decay, g_scale=lr * inv_scale,
+        momentum=momentum, keep_scale=keep * inv_scale, keep_wd=keep * weight_decay,
+        inv_scale=inv_scale, wd=weight_decay, step_scale=lr * momentum if nesterov else lr,
+        has_wd=bool(weight_decay), first_dampened=bool(first and dampening != 0),
+        unit_keep=keep * inv_scale == 1.0, nesterov=bool(nesterov))
 
 
 def plain_step(xp, param, grad, tmp, lr, weight_decay, inv_scale):
