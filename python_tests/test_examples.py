@@ -50,7 +50,8 @@ def test_seed_000_single_process_loss_falls_and_matmuls_run_on_the_host(tmp_path
 
 # every example of examples/ (and one of SINGA's, for each way they parse)
 SCRIPTS = ["cifar10_synthetic.py", "host_device_mlp.py", "host_embedding_table.py", "mnist_cnn.py",
-           "operator_parallel_functional.py", "pipeline_resnet.py", "pipeline_resnet50_cifar.py",
+           "memory_and_communication.py", "operator_parallel_functional.py",
+           "pipeline_resnet.py", "pipeline_resnet50_cifar.py",
            "sharding_quickstart.py", "singa_mnist_dist.py", "singa_mnist_multiprocess.py",
            "singa/mnist_multiprocess.py", "wide_deep/train_and_eval.py",
            "wide_deep/generate_synthetic_data.py"]

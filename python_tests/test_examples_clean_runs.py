@@ -38,6 +38,8 @@ CASES = [
     ("host_embedding_table.py", ["--steps", "2", "--vocab", "20000", "--capacity", "1MiB"]),
     ("singa_mnist_dist.py", ["--epochs", "1", "--max-steps", "2"]),
     ("cifar10_synthetic.py", ["{tmp}/cifar", "--num-train", "20", "--num-test", "10"]),
+    # one process: its ranked sections on thread ranks, the others on the virtual GPU
+    ("memory_and_communication.py", []),
 ]
 
 
