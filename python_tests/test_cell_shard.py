@@ -192,6 +192,8 @@ class ConvNet(nn.Cell):
         self.flat = nn.Flatten()
         self.fc = nn.Dense(6 * 5 * 5, 3)
         self.conv_s = self.conv.shard(in_strategy=((1, 2, 1, 1),)) if sharded else self.conv
+        if sharded:     # whole-batch statistics: a batch split would normalise per rank
+            self.bn.bn_train.shard(((1, 2, 1, 1), (2,), (2,), (2,), (2,)))
 
     def construct(self, x):
         return self.fc(self.flat(self.bn(self.conv_s(x))))

@@ -334,17 +334,19 @@ def test_attention_block_split_by_heads_equals_one_process(mode, dp, mp):
 
 
 class ConvHead(nn.Cell):
-    """A convolution (no sharding rule: it runs whole on every rank) under a sharded Dense."""
+    """An adaptive pooling (no sharding rule: it runs whole on every rank) after a
+    convolution, under a sharded Dense."""
 
     def __init__(self):
         super().__init__()
         self.conv = nn.Conv2d(1, 2, 3, pad_mode="same", has_bias=False)
+        self.pool = nn.AdaptiveMaxPool2d((4, 4))
         self.flatten = nn.Flatten()
         self.w = ms.Parameter(ms.Tensor(np.zeros((32, 4), np.float32)), "w")
         self.mm = ops.MatMul().shard(((2, 1), (1, 2)))
 
     def construct(self, x):
-        return self.mm(self.flatten(self.conv(x)), self.w)
+        return self.mm(self.flatten(self.pool(self.conv(x))), self.w)
 
 
 def test_primitives_without_a_rule_run_whole_on_every_rank():

@@ -102,11 +102,7 @@ class Cell:
 
     def __call__(self, *inputs, **kwargs):
         hook = _call_hook.hook
-        if hook is not None:
-            if self.__dict__.get("_recompute"):
-                _once("Cell.recompute.hooked", "Cell.recompute: inside a sharded or pipelined "
-                      "run the cell keeps its activations (recompute applies to cells called "
-                      "directly, under data parallel or in one process)")
+        if hook is not None:      # a pipeline's or a sharded run's: it honours recompute
             return hook(self, inputs, kwargs)
         if self.__dict__.get("_recompute"):
             return recomputed_call(self._call_unhooked, inputs, kwargs, owner=self)

@@ -448,7 +448,7 @@ def run_inserted(kind, x, comm, **settings):
         _once("comm_fusion.mirror", "comm fusion ids (Cell.set_comm_fusion) group the "
               "data-parallel gradient buckets, gradient accumulation's reduction and optimizer "
               "parallel's all-gathers; a semi/auto network's mirrors reduce each parameter's "
-              "gradient alone, as backward reaches it")
+              "gradient alone outside value_and_grad and gradient accumulation")
     return prim.run(x, comm=comm, **settings)
 
 

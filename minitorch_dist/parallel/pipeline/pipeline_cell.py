@@ -54,6 +54,22 @@ def current_engine(params=()):
     return None
 
 
+def refuse_strategy_files(stages):
+    """A strategy file (``strategy_ckpt_config``'s ``save_file``/``load_file``, or the older
+    ``strategy_ckpt_save_file``/``strategy_ckpt_load_file``) is not written or checked per
+    stage yet: refused rather than ignored."""
+    from ..strategy_ckpt import strategy_ckpt_files
+    save, load, _ = strategy_ckpt_files()
+    for option, path in (("save_file", save), ("load_file", load)):
+        if path:
+            raise ValueError(
+                f"strategy_ckpt_config {option}={path!r}: a pipelined run (pipeline_stages="
+                f"{stages}) writes and checks no strategy file here (MindSpore writes one per "
+                "stage and merges them with merge_pipeline_strategys, which is not served); "
+                f"unset it (strategy_ckpt_config={{'{option}': ''}} and "
+                f"strategy_ckpt_{option}='') for pipelined runs")
+
+
 def _check_micro_size(micro_size):
     if isinstance(micro_size, bool) or not isinstance(micro_size, int) or micro_size < 1:
         raise ValueError(f"PipelineCell: micro_size must be a positive int, got {micro_size!r}")
@@ -205,6 +221,7 @@ class PipelineCell(Cell):
         self.scheduler = config["pipeline_scheduler"]
         self._stages_built = stages
         if stages > 1:
+            refuse_strategy_files(stages)
             engine = _Engine(network, this_rank_topology(), config["pipeline_interleave"])
             object.__setattr__(self, "_engine", engine)
             self._topology = engine.topology
@@ -231,6 +248,7 @@ class PipelineCell(Cell):
                 loss = self.network(*row)
                 total = loss if total is None else total + loss
             return total
+        refuse_strategy_files(self._stages_built)     # also when set after the build
         train = is_grad_enabled()
         if train:
             refuse_in_pipeline()

@@ -20,11 +20,16 @@ again: the hook sees the network's own primitive calls only.
 
 Each step is written to the per-rank program listing (``…_execute_….ir``).
 
+A cell with ``Cell.recompute()`` runs its calls once without the tape; in backward it runs
+them again (``replay_from``: the same nodes from the same call index, the same layouts and
+communication), so its activations are not kept between forward and backward.
+
 While the run is under way the layers' shape checks (``nn.layers.logical_shape``) see each
 tensor's whole shape, as in MindSpore, where ``construct`` is compiled on the logical shapes.
 """
 from ...nn.layers.logical_shape import set_logical_shape_provider
 from ...nn.parameter import Parameter
+from ...runtime import _once
 from ...thread_state import ThreadState
 from ...ops.primitive import set_primitive_hook
 from ..comm.collectives import run_inserted
@@ -33,10 +38,15 @@ from .propagation import input_layout, output_layout
 from .redistribution import plan_redistribution, redistribute
 from .rules import run_local
 
-__all__ = ["ShardingMismatchError", "LocalRun"]
+__all__ = ["ShardingMismatchError", "LocalRun", "active_run"]
 
 
 _active = ThreadState(run=None)      # this thread's LocalRun, while one runs
+
+
+def active_run():
+    """This thread's ``LocalRun`` while a sharded forward runs, else None."""
+    return _active.run
 
 
 def _whole_shape(tensor):
@@ -67,6 +77,7 @@ class LocalRun:
         self.mirrored = {}              # id(parameter) -> the tensor that enters through a mirror
         self.calls = 0
         self.listing = listing
+        self.replaying = False          # a recomputed cell's second run: some nodes only
 
     def __enter__(self):
         self._old = set_primitive_hook(self.primitive_hook)
@@ -76,12 +87,22 @@ class LocalRun:
     def __exit__(self, *exc):
         set_primitive_hook(self._old)
         _active.run = self._outer
-        if exc[0] is None and self.calls != len(self.graph.nodes):
+        if exc[0] is None and not self.replaying and self.calls != len(self.graph.nodes):
             raise ShardingMismatchError(
                 f"construct made {self.calls} primitive calls on this rank but "
                 f"{len(self.graph.nodes)} when traced: operator sharding needs the same calls "
                 "every step (no data-dependent control flow)")
         return False
+
+    def replay_from(self, start, inputs, layouts):
+        """A run of this program's nodes from call ``start``, on ``inputs`` laid out as
+        ``layouts`` (None: unknown): a recomputed cell's second run, in backward, which
+        must make the same calls with the same communication as its first."""
+        replay = LocalRun(self.program, dict(self.layouts))
+        replay.calls, replay.replaying = start, True
+        replay.layouts.update((id(x), layout) for x, layout in zip(inputs, layouts)
+                              if layout is not None)
+        return replay
 
     def layout_of(self, tensor, node, position):
         known = self.layouts.get(id(tensor))
@@ -99,6 +120,10 @@ class LocalRun:
                 f"{expected} there: construct must call the same primitives every step")
         node = self.graph.nodes[self.calls]
         self.calls += 1
+        if prim._recompute:
+            _once("sharding.primitive_recompute",
+                  f"Primitive.recompute: {prim.name} in an operator-sharded run keeps its "
+                  "inputs for backward (recompute a Cell instead: Cell.recompute())")
         shard_plan = self.program.plans[node.index]
         inputs = [self.through_mirror(x) if isinstance(x, Parameter) else x for x in inputs]
         local = list(inputs)

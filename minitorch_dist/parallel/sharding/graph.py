@@ -3,14 +3,18 @@
 Operator sharding decides, before anything runs sharded, how every primitive call of the
 network is split. It needs the calls, their full (one-process) shapes and who feeds whom.
 ``trace(network, full_inputs)`` runs ``construct`` (or a function) once on full-size
-stand-ins (zeros with the inputs' full shapes; a parameter already sliced stands in at full
-size as a zero-stride view), without the tape, and records each primitive call as a
-``Node``: its primitive, its inputs (graph inputs, parameters, earlier nodes' outputs, or
+stand-ins (zero-stride views of one zero with the inputs' full shapes; a parameter already
+sliced stands in at full size the same way), without the tape, and records each primitive
+call as a ``Node``: its primitive, its inputs (graph inputs, parameters, earlier nodes' outputs, or
 constants), the shapes in and out, and the strategy the user gave with ``shard``.
 
 Every rank traces the same graph, so strategies are planned alike everywhere; each rank then
 runs ``construct`` again on its local slices, and the executor matches its primitive calls
 to the nodes by call order.
+
+A trace costs about one primitive's memory, not a forward's: each primitive runs on the
+full shapes, but its output is replaced at once by a zero-stride stand-in of the same shape
+and dtype (``shape_only``), so nothing the trace keeps (to keep ids unique) holds data.
 
 A traced callable may turn out to be a training step rather than a network: it computes
 gradients (``value_and_grad``, noted by the parallel extension) or calls an optimizer (noted
@@ -19,11 +23,13 @@ after it (``scope.TraceStopped``, caught in ``trace`` alone), and says so in
 ``Graph.training_step``; the caller then runs the step as written, so that the networks it
 calls are the ones sharded.
 """
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ...autograd import no_grad
+from ...backend.pool import BufferPool
 from ...nn.cell import Cell, set_cell_hook
 from ...nn.optim.optimizer import Optimizer
 from ...nn.parameter import Parameter
@@ -31,7 +37,7 @@ from ...ops.primitive import set_primitive_hook
 from ...tensor import Tensor
 from .scope import TraceStopped, note_training_step, trace_scope
 
-__all__ = ["Source", "Node", "Graph", "trace"]
+__all__ = ["Source", "Node", "Graph", "trace", "shape_only", "zeros_view"]
 
 
 @dataclass(frozen=True)
@@ -125,7 +131,9 @@ class _Tracer:
             self.names[id(network)] = "network"
         self.scopes = ["Default"]
         self.sources = {}    # id(tensor) -> Source
-        self.keep = []       # the traced tensors stay alive so that ids stay unique
+        # the traced tensors stay alive so that ids stay unique; what a primitive made is
+        # kept as a shape-only stand-in (``shape_only``), so keeping it costs no memory
+        self.keep = []
         self.nodes = []
         self.params = {}
 
@@ -159,8 +167,13 @@ class _Tracer:
 
     def primitive_hook(self, prim, inputs, attrs):
         whole = tuple(_full_size(x) for x in inputs)
-        with no_grad():
+        with no_grad(), _scratch_pools(whole):
             out = prim.run(*whole, **attrs)
+        # the values never matter, only the shapes: the computed arrays go at once
+        if isinstance(out, tuple):
+            out = tuple(shape_only(o) for o in out)
+        else:
+            out = shape_only(out)
         index = len(self.nodes)
         outs = out if isinstance(out, tuple) else (out,)
         for k, o in enumerate(outs):
@@ -180,12 +193,47 @@ class _Tracer:
         return out
 
 
+@contextmanager
+def _scratch_pools(inputs):
+    """The devices' buffer pools replaced, while one traced primitive runs, by empty ones
+    dropped after: its workspaces have the global batch's shapes, which the local runs never
+    ask for again, and a pool keeping one per shape would grow with the network's depth."""
+    devices = {id(x.device): x.device for x in inputs if isinstance(x, Tensor)}
+    kept = {key: device.pool for key, device in devices.items()}
+    for device in devices.values():
+        device.pool = BufferPool(device.xp)
+    try:
+        yield
+    finally:
+        for key, device in devices.items():
+            device.pool = kept[key]
+
+
 def _flatten(values):
     if isinstance(values, Tensor):
         return [values]
     if type(values) in (tuple, list):
         return [t for v in values for t in _flatten(v)]
     return []
+
+
+def zeros_view(shape, dtype, device):
+    """A ``shape`` array of zeros that holds one element: every index reads (and, on the
+    host, writes) the same one. A trace needs shapes, not values, so its stand-ins cost
+    nothing to keep and a primitive writing into one still works."""
+    xp = device.xp
+    if xp is np:
+        cell = np.zeros(1, dtype)
+        return np.ndarray(tuple(shape), cell.dtype, buffer=cell, strides=(0,) * len(shape))
+    return xp.broadcast_to(xp.zeros((), dtype), tuple(shape))
+
+
+def shape_only(value):
+    """``value`` (a primitive's output in a trace) as a zero-cost stand-in of its shape; a
+    Parameter an update returns stays itself (its later uses are the parameter's)."""
+    if not isinstance(value, Tensor) or isinstance(value, Parameter):
+        return value
+    return Tensor._make(zeros_view(value.shape, value.data.dtype, value.device), value.device)
 
 
 def _full_size(x):
@@ -200,8 +248,7 @@ def _full_size(x):
         shape = layout.shape
     else:
         return x
-    xp = x.device.xp
-    return Tensor._make(xp.broadcast_to(xp.zeros((), x.data.dtype), shape), x.device)
+    return Tensor._make(zeros_view(shape, x.data.dtype, x.device), x.device)
 
 
 def trace(network, full_inputs, positions=None):
@@ -222,7 +269,8 @@ def trace(network, full_inputs, positions=None):
     old_cell = set_cell_hook(tracer.cell_hook)
     old_prim = set_primitive_hook(tracer.primitive_hook)
     try:
-        with trace_scope() as scope:
+        # zeros through real weights may divide by zero or overflow: harmless, unseen
+        with trace_scope() as scope, np.errstate(all="ignore"):
             try:
                 if isinstance(network, Cell):
                     out = tracer.cell_hook(network, tuple(full_inputs), {})

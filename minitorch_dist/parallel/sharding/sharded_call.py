@@ -8,7 +8,8 @@ a user's ``GradOperation`` cell, ``value_and_grad`` of a function, ``jit`` and
 1. works out the full shapes of the inputs from ``dataset_strategy`` (under "data_parallel"
    each rank's batch is its slice of the global batch; "full_batch": the whole batch; a tuple
    gives each input's split counts);
-2. traces the call once on full-size stand-ins (``graph.trace``); a trace that reached a
+2. traces the call once on full-size stand-ins (``graph.trace``: zero-stride views, so the
+   trace holds about one primitive's arrays at a time, not a forward's); a trace that reached a
    gradient computation or an optimizer (``Graph.training_step``) found a training step: it
    runs as written from then on, so that the network it differentiates is sharded;
 3. decides every node's strategy (``propagation.assign_strategies``);
@@ -35,11 +36,12 @@ import numpy as np
 from ... import communication
 from ...nn.cell import Cell, set_cell_hook
 from ...ops.primitive import Primitive
+from ...recompute import recomputed_call
 from ...tensor import Tensor
 from ..context import ParallelMode, check_job_size, get_auto_parallel_context
-from .executor import LocalRun
+from .executor import LocalRun, active_run
 from ..dynamic_shape import declarations_version, has_dynamic_inputs
-from .graph import trace
+from .graph import trace, zeros_view
 from .groups import GroupCache
 from .input_agreement import agree_on_shapes
 from .ir_dump import ExecuteListing, dump_begin, dump_execute
@@ -187,8 +189,9 @@ class ShardedCall:
         stand_ins = list(args)
         for i, shape in zip(positions, full_shapes):
             x = args[i]
-            stand_ins[i] = Tensor._make(x.device.xp.zeros(shape, x.data.dtype), x.device)
+            stand_ins[i] = Tensor._make(zeros_view(shape, x.data.dtype, x.device), x.device)
         graph = trace(self.fn, stand_ins, positions)
+        del stand_ins
         if graph.training_step is not None:
             self.training_step = graph.training_step
             logger.debug("%s reaches %s: a training step, run as written", self.fn,
@@ -262,8 +265,43 @@ class ShardedCall:
 
 def _construct(cell, inputs, kwargs):
     """The cell hook of a sharded run: a cell called inside it runs its ``construct``, its
-    primitives going to the executor (the parallel extension is not asked again)."""
+    primitives going to the executor (the parallel extension is not asked again); a cell
+    with ``Cell.recompute()`` is recomputed in backward."""
+    run = active_run()
+    if run is not None and cell.__dict__.get("_recompute"):
+        return _recomputed(run, cell, inputs, kwargs)
     return cell.construct(*inputs, **kwargs)
+
+
+def _recomputed(run, cell, inputs, kwargs):
+    """``cell`` run once without the tape and again in backward (``recomputed_call``); the
+    second run replays the same traced nodes (``LocalRun.replay_from``) from the call index
+    and input layouts of the first."""
+    start, entry_layouts, first = run.calls, [], []
+
+    def block(*xs, **kw):
+        if first:                                   # the second run, in backward
+            with run_scope(), _cells_construct(), run.replay_from(start, xs, entry_layouts):
+                return cell.construct(*xs, **kw)
+        entry_layouts.extend(run.layouts.get(id(x)) for x in xs)
+        kept = dict(run.mirrored)     # mirrors made without the tape must serve no later use
+        try:
+            first.append(cell.construct(*xs, **kw))
+        finally:
+            run.mirrored.clear()
+            run.mirrored.update(kept)
+        return first[0]
+
+    out = recomputed_call(block, inputs, kwargs, owner=cell)
+    if first:                     # the outputs carry the layouts the first run gave them
+        raws = first[0] if isinstance(first[0], tuple) else (first[0],)
+        made = out if isinstance(out, tuple) else (out,)
+        for raw, tensor in zip(raws, made):
+            layout = run.layouts.get(id(raw))
+            if layout is not None:
+                run.layouts[id(tensor)] = layout
+                run.keep.append(tensor)
+    return out
 
 
 @contextmanager

@@ -26,7 +26,7 @@ from .base import (CommStep, ShardPlan, Rule, coordinates, dim_split, keep_input
 from .planning import candidates, check_strategy, default_strategy, local_call, plan, run_local
 from . import matmul, elementwise, reduction, softmax, loss, shape, gather, axis_ops  # noqa: F401,E501  (register)
 from . import tile, unique, nd_indexing, layer_norm  # noqa: F401  (register)
-from . import bias_add  # noqa: F401  (register)
+from . import bias_add, batch_norm, conv  # noqa: F401  (register)
 
 __all__ = ["ShardingError", "CommStep", "ShardPlan", "Rule", "plan", "candidates",
            "default_strategy", "rule_for", "register", "supported_primitives", "local_call",
