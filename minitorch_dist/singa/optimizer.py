@@ -54,7 +54,7 @@ def _tape_gradients(loss, params, call, scale=1.0):
         targets.append(t)
         owners.append(param)
     seed_scale = None if scale == 1.0 else scale
-    grads = _tape.gradients(loss, targets, seed_scale)
+    grads = _tape.gradients(loss, targets, seed_scale, f"{call}(loss)")
     by_id = {id(p): g for p, g in zip(owners, grads)}
     return [by_id.get(id(p)) for p in params], owners
 
@@ -177,7 +177,7 @@ class Optimizer:
         tape; a tensor outside the bound set gets its own state, as in SINGA."""
         self._ensure_bound(self._name, loss)
         found = _tape.parameters_in_order(loss)
-        for t, g in zip(found, _tape.gradients(loss, found)):
+        for t, g in zip(found, _tape.gradients(loss, found, call=f"{self._name}(loss)")):
             if g is not None:
                 param = _tape.as_parameter(t)
                 self.update(param, gradient_array(g, param, self._name))

@@ -10,7 +10,12 @@ optimizers see it on the core tape), and its result is turned into a facade Tens
 * a function built from core primitives gets a :class:`Recompute` creator, whose
   ``backward(*dys)`` runs the same function again on fresh leaves and back-propagates
   ``dys`` through the core engine. Random operations (dropout) draw a new mask there.
+
+A creator holds the intermediate results it consumed weakly (:class:`_Link`), so a
+network's activations are freed as soon as backward is done with them, as SINGA's are.
 """
+import weakref
+
 from .. import autograd as core_autograd
 from ..tensor import Tensor as CoreTensor
 from .ctensor import as_ctensor, raw
@@ -53,11 +58,17 @@ class Recompute:
     """
 
     def __init__(self, fn, args, kwargs=None, extra=(), n_grads=None):
-        self.fn, self.args, self.kwargs = fn, args, kwargs or {}
+        self.fn, self.kwargs = fn, kwargs or {}
+        self._args = tuple(_held(a) for a in args)
         self.extra = list(extra)
         self.n_grads = n_grads      # a loss gives the gradient of its input only
         self.name = getattr(fn, "__name__", type(fn).__name__)
         self.requires_grad = True
+
+    @property
+    def args(self):
+        """The arguments; an intermediate result that is gone reads as its ghost."""
+        return tuple(_resolved(a) for a in self._args)
 
     def _leaf(self, x):
         float_kind = x.dtype.kind == "f"
@@ -77,6 +88,11 @@ class Recompute:
             return a
 
         args = [swap(a) for a in self.args]
+        if any(getattr(t, "_ghost_of", None) is not None for t in _flat_tensors(self.args)):
+            raise RuntimeError(f"{self.name}: creator.backward needs this operation's inputs, "
+                               "and an intermediate one is gone (results hold their inputs "
+                               "weakly, so that activations are freed as in SINGA); keep a "
+                               "reference to the input until its backward has run")
         ys = self.fn(*args, **self.kwargs)
         ys = list(ys) if isinstance(ys, (tuple, list)) else [ys]
         if not dys:             # SINGA's loss operators: backward(dy=1.0)
@@ -90,6 +106,58 @@ class Recompute:
                  for g, t in zip(grads, targets)]
         out = tuple(as_ctensor(g) for g in grads)
         return out[0] if len(out) == 1 else out
+
+
+class _Link:
+    """A creator's weak hold on an intermediate result it consumed.
+
+    Holding results strongly kept every activation of a network alive until the loss was
+    dropped (a creator holds its inputs, whose creators hold theirs), whatever backward
+    needs. Once the result is gone, the link gives a ghost: a facade Tensor with its creator,
+    shape and dtype over a zero-strided array, enough for ``sonnx.to_onnx`` to walk on."""
+
+    __slots__ = ("ref", "creator", "original_id", "shape", "dtype", "device", "ghost")
+
+    def __init__(self, t):
+        self.ref, self.creator, self.original_id = weakref.ref(t), t.creator, id(t)
+        self.shape, self.dtype, self.device = t.shape, t.dtype, t.device
+        self.ghost = None
+
+    def resolve(self):
+        t = self.ref()
+        if t is not None:
+            return t
+        if self.ghost is None:
+            self.ghost = _ghost(self)
+        return self.ghost
+
+
+def _ghost(link):
+    xp = link.device.xp
+    t = FACADE["Tensor"].__new__(FACADE["Tensor"])
+    t.data = xp.broadcast_to(xp.zeros((), link.dtype), link.shape)
+    t.device, t.grad, t.grad_fn, t._out_index, t.requires_grad = link.device, None, None, 0, False
+    t.stores_grad, t.creator, t.name = False, link.creator, None
+    t._ghost_of = link.original_id
+    return t
+
+
+def _held(a):
+    """How a creator holds the argument ``a``: intermediate results through a link."""
+    if isinstance(a, (list, tuple)):
+        return type(a)(_held(x) for x in a)
+    if isinstance(a, CoreTensor) and hasattr(getattr(a, "creator", None), "backward") \
+            and not isinstance(a, FACADE["Parameter"]):
+        return _Link(a)
+    return a
+
+
+def _resolved(a):
+    if isinstance(a, _Link):
+        return a.resolve()
+    if isinstance(a, (list, tuple)):
+        return type(a)(_resolved(x) for x in a)
+    return a
 
 
 def facade_call(fn, *args, n_grads=None, **kwargs):

@@ -63,7 +63,8 @@ class _Walk:
         ids = creator.out_ids if hasattr(creator, "out_ids") else \
             sorted(creator.y_id2idx, key=creator.y_id2idx.get)
         outs = self.done[id(creator)]
-        index = ids.index(id(t)) if id(t) in ids else 0
+        key = getattr(t, "_ghost_of", None) or id(t)      # a gone result: its own id
+        index = ids.index(key) if key in ids else 0
         self.names[id(t)] = outs[index]
         return outs[index]
 

@@ -27,6 +27,7 @@ from collections import Counter
 from .. import autograd as core_autograd
 from ..nn.parameter import Parameter as CoreParameter
 from ..tensor import Tensor as CoreTensor
+from . import kept_gradients as _kept
 
 __all__ = ["parameters_in_order", "gradients", "as_parameter", "check_loss"]
 
@@ -82,22 +83,57 @@ def parameters_in_order(y):
     return order
 
 
-def gradients(y, params, dy=None):
+def gradients(y, params, dy=None, call="autograd.backward(y)"):
     """Gradient arrays of the one-element ``y`` for ``params`` (None where ``y`` does not
     depend on one), from one run of the core engine. ``dy`` scales the seed (SINGA's
-    ``backward(y, dy)``: a number or a Tensor)."""
-    xp = y.device.xp
-    if dy is None:
-        seed = xp.ones(y.shape, y.dtype)
-    elif isinstance(dy, CoreTensor):
-        seed = xp.asarray(dy.data, dtype=y.dtype).reshape(y.shape)
-    else:
-        seed = xp.full(y.shape, float(dy), y.dtype)
+    ``backward(y, dy)``: a number or a Tensor).
+
+    The run frees each node's saved tensors once its backward is done, so the peak of a
+    step is not all activations plus all gradients; a second request on the same ``y``
+    (SINGA's ``autograd.backward(loss)`` then ``opt(loss)``) is answered from the gradients
+    the first one kept (:mod:`kept_gradients`), or refused when they cannot answer it."""
+    seed = _seed(y, dy)
     if y.grad_fn is None:
         return [seed.copy() if p is y else None for p in params]
-    # SINGA keeps the graph: autograd.backward(loss) and then opt(loss) on the same loss
-    # both work, so the tape stays until the loss itself is dropped
-    return core_autograd.run_backward([y], [seed], targets=list(params), retain_graph=True)
+    kept = _kept.kept_for(y)
+    if kept is not None:
+        return _kept.answer(kept, seed, params, call)
+    _check_graph_intact(y, call)
+    leaves = parameters_in_order(y)
+    seen = {id(t) for t in leaves}
+    targets = leaves + [p for p in params if id(p) not in seen]
+    grads = core_autograd.run_backward([y], [seed], targets=targets, retain_graph=False)
+    _kept.keep(y, seed, leaves, grads[:len(leaves)])
+    by_id = {id(t): g for t, g in zip(targets, grads)}
+    return [by_id[id(p)] for p in params]
+
+
+def _seed(y, dy):
+    xp = y.device.xp
+    if dy is None:
+        return xp.ones(y.shape, y.dtype)
+    if isinstance(dy, CoreTensor):
+        return xp.asarray(dy.data, dtype=y.dtype).reshape(y.shape)
+    return xp.full(y.shape, float(dy), y.dtype)
+
+
+def _check_graph_intact(y, call):
+    """Refuse, before anything runs, a graph part of which an earlier backward freed (a
+    loss built on the same forward as one already back-propagated)."""
+    stack, seen = [y.grad_fn], {y.grad_fn}
+    while stack:
+        node = stack.pop()
+        if node.ctx is None:
+            raise RuntimeError(f"{call}: part of this loss's graph was already freed by the "
+                               "backward of another loss computed from the same forward "
+                               "(saved activations are released during backward); "
+                               "back-propagate the sum of the losses once, or run the "
+                               "forward again for each loss")
+        for x in node.inputs:
+            src = None if x is None else x.grad_fn
+            if src is not None and src not in seen:
+                seen.add(src)
+                stack.append(src)
 
 
 _wrapped = {}       # id(user tensor) -> (weakref to it, the Parameter sharing its data)
