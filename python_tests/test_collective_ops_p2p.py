@@ -87,8 +87,10 @@ def test_a_manual_two_rank_pipeline_trains_like_one_process():
                               first.trainable_params() + second.trainable_params())
     want_loss, want = whole(ms.Tensor(x))
 
+    # the ranks are threads sharing the framework's random state: each takes its stage from
+    # the layers built once here (two threads seeding and drawing at once drew different ones)
     def rank(comm):
-        stage0, stage1 = layers()
+        stage0, stage1 = first, second
         if comm.rank == 0:
             send = ops.Send(sr_tag=0, dest_rank=1, group=comm)
             step = ms.value_and_grad(lambda a: send(stage0(a)), None, stage0.trainable_params())

@@ -64,7 +64,7 @@ def check_compute_slots(value, n):
                          f"compute at once), got {value!r}")
     if count > n:
         raise ValueError(f"--compute-slots must be at most the number of ranks (-n {n}), "
-                         f"got {value!r}")
+                         f"got {count}")
     return count
 
 
