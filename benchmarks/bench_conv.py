@@ -233,7 +233,7 @@ def seed004_twin(torch, net):
     weights; "same" padding (TensorFlow's, odd padding after) is an explicit pad."""
     import pipeline_resnet as pr
     F = torch.nn.functional
-    from minitorch_dist.ops.conv import _same_pads
+    from minitorch_dist.ops.conv_geometry import same_pads as _same_pads
     params, bns = torch.nn.ParameterDict(), torch.nn.ModuleDict()
     for name, cell in net.cells_and_names():
         key = name.replace(".", "_")
