@@ -42,5 +42,6 @@ from .recompute import recompute
 from .parallel import (Symbol, build_searched_strategy, rank_list_for_transform,
                        transform_checkpoint_by_rank, transform_checkpoints,
                        load_distributed_checkpoint, merge_sliced_parameter)
+from .parallel import merge_pipeline_strategys
 
 __version__ = "0.1.0"

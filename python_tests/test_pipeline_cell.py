@@ -85,19 +85,6 @@ def test_pipeline_stages_must_divide_the_world():
         nn.PipelineCell(nn.WithLossCell(_mlp(), _loss()), 2)
 
 
-@pytest.mark.parametrize("option", [
-    {"strategy_ckpt_config": {"save_file": "stage_strategy.ckpt"}},
-    {"strategy_ckpt_save_file": "stage_strategy.ckpt"},
-    {"strategy_ckpt_config": {"load_file": "stage_strategy.ckpt"}},
-])
-def test_strategy_files_are_refused_in_a_pipelined_run_not_ignored(option, tmp_path):
-    ms.set_auto_parallel_context(pipeline_stages=2, **option)
-    with pytest.raises(ValueError, match=r"strategy_ckpt_config (save|load)_file='stage_strategy"
-                                         r".ckpt': a pipelined run \(pipeline_stages=2\)"):
-        nn.PipelineCell(nn.WithLossCell(_mlp(), _loss()), 2)
-    assert not (tmp_path / "stage_strategy.ckpt").exists()
-
-
 # ---- stage attributes and the plan --------------------------------------------------------
 def test_stage_must_be_a_non_negative_int():
     cell = nn.Dense(2, 2)

@@ -64,3 +64,20 @@ def test_model_over_auto_parallel_pipeline_trains_with_sgd_over_every_parameter(
     for _, _, _, _, losses in ranks.values():
         values = [float(v) for v in losses.split(",")]
         assert len(values) == 8 and values[-1] < values[0], out
+
+
+@pytest.mark.parametrize("form", ["model", "v26"])
+def test_auto_parallel_pipeline_saves_one_strategy_file_per_stage_that_merge(form, tmp_path):
+    """``AutoParallel(...).save_param_strategy_file`` in a pipelined job writes the rank's
+    stage file (it used to write a plain file that ``merge_pipeline_strategys`` refused);
+    the merged file lays out every parameter of both stages."""
+    import json
+
+    import minitorch_dist as ms
+    _run("--form", form, "--strategy-dir", str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == [f"strategy{r}.ckpt" for r in range(4)]
+    merged = tmp_path / "merged.ckpt"
+    ms.merge_pipeline_strategys(str(tmp_path), str(merged))
+    names = set(json.loads(merged.read_text()))
+    for layer in ("fc1", "fc2", "fc3", "fc4"):
+        assert any(layer in name for name in names), (layer, sorted(names))

@@ -18,6 +18,7 @@ from .dynamic_shape import Symbol
 from .checkpoint_transform import (build_searched_strategy, rank_list_for_transform,
                                    transform_checkpoint_by_rank, transform_checkpoints)
 from .distributed_load import load_distributed_checkpoint, merge_sliced_parameter
+from .strategy_ckpt_pipeline import merge_pipeline_strategys
 from .embedding.checkpoint import merge_row_sliced_checkpoints
 from . import extension as _extension   # noqa: F401  (plugs the parallel layer into nn and train)
 from .data_parallel import optimizer_parallel as _optimizer_parallel
@@ -36,4 +37,5 @@ __all__ = ["ParallelMode", "set_auto_parallel_context", "get_auto_parallel_conte
            "Pipeline", "auto_parallel", "nn", "set_algo_parameters", "get_algo_parameters",
            "reset_algo_parameters", "Layout", "shard", "Symbol",
            "build_searched_strategy", "rank_list_for_transform", "transform_checkpoint_by_rank",
-           "transform_checkpoints", "load_distributed_checkpoint", "merge_sliced_parameter"]
+           "transform_checkpoints", "load_distributed_checkpoint", "merge_sliced_parameter",
+           "merge_pipeline_strategys"]

@@ -179,10 +179,30 @@ class AutoParallel(Cell):
         return out
 
     def _strategy_files(self):
+        engine = self._pipeline_engine()
+        if engine is not None:      # a stage's file, as strategy_ckpt_config writes it
+            from .strategy_ckpt_pipeline import (check_stage_strategy_file,
+                                                 write_stage_strategy_file)
+            stages_of = engine.plan.stages_of
+            if self._save_file is not None:
+                write_stage_strategy_file(self._save_file, engine.network, engine.topology,
+                                          stages_of, only_trainable=False)
+            if self._load_file is not None:
+                check_stage_strategy_file(self._load_file, engine.network, engine.topology,
+                                          stages_of, owner="AutoParallel")
+            return
         if self._save_file is not None:
             write_strategy_file(self._save_file)
         if self._load_file is not None:
             check_strategy_file(self._load_file, "AutoParallel")
+
+    def _pipeline_engine(self):
+        """The pipeline this network runs in (pipeline_stages > 1), or None."""
+        if self._options.get("pipeline_stages", 1) <= 1:
+            return None
+        from .pipeline.pipeline_cell import current_engine
+        get = getattr(self.network, "get_parameters", None)     # a Cell, or a function
+        return current_engine(list(get()) if get is not None else ())
 
 
 def _path(what, file_path):

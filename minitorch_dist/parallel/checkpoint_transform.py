@@ -11,6 +11,11 @@ needed), and the result is written with the target rank's identity record, so th
 ``load_checkpoint`` on that rank accepts it and any other rank refuses it. A strategy file
 of ``None`` means "not sliced" (one process, or whole tensors).
 
+A pipelined job's strategy is the stages' files merged (``merge_pipeline_strategys``): each
+parameter's layout covers its stage's ranks only (``strategy_ckpt_pipeline.PlacedLayout``),
+so its blocks are read from those ranks' files, and a pipelined destination rank receives
+its own stage's entries only. A single stage's file is refused: it knows one stage.
+
 Everything is checked before a byte is written: the strategy files must be readable, every
 parameter the two files share must have the same full shape in both, and each source file
 must hold the block its strategy (and its own identity record) says.
@@ -27,6 +32,7 @@ from ..runtime import _once
 from .context import get_auto_parallel_context
 from .sharding.checkpoint import layout_from_json
 from .sharding.strategy_file import read_strategy_file
+from .strategy_ckpt_pipeline import read_placed_strategy
 
 __all__ = ["build_searched_strategy", "rank_list_for_transform", "transform_checkpoint_by_rank",
            "transform_checkpoints", "strategy_world", "check_same_shapes", "block_of",
@@ -48,22 +54,22 @@ def build_searched_strategy(strategy_filename):
 
 
 def _strategy(path, what, owner):
-    """The layouts of strategy file ``path`` (None: nothing sliced)."""
+    """The ``PlacedLayout``\\ s of strategy file ``path`` (None: nothing sliced): a plain
+    file's, or a merged pipeline file's, whose layouts live on their stages' ranks only."""
     if path is None:
         return None
     if not isinstance(path, str):
         raise TypeError(f"{owner}: {what} must be a str or None, got {type(path).__name__}")
     if not os.path.isfile(path):
         raise ValueError(f"{owner}: {what} {path!r} does not exist")
-    specs = read_strategy_file(path, owner)
-    return {name: layout_from_json(dict(spec, rank=0))[0] for name, spec in specs.items()}
+    return read_placed_strategy(path, owner, what)
 
 
 def strategy_world(layouts, what, owner):
     """The number of ranks a strategy lays its parameters over (1 for ``None``)."""
     if not layouts:
         return 1
-    sizes = {layout.num_devices for layout in layouts.values()}
+    sizes = {layout.world for layout in layouts.values()}
     if len(sizes) != 1:
         raise ValueError(f"{owner}: the {what} lays parameters over different numbers of "
                          f"ranks {sorted(sizes)}; a strategy file comes from one job")
@@ -92,10 +98,11 @@ def _check_rank(rank_id, world, owner):
 
 # ---- which source blocks a target block needs ---------------------------------------------
 def block_of(layout, rank, shape):
-    """The block of a ``shape`` tensor ``rank`` holds: its slices, whole for no layout."""
+    """The block of a ``shape`` tensor ``rank`` holds: its slices, whole for no layout, None
+    when ``rank`` holds none of it (another pipeline stage's parameter)."""
     if layout is None:
         return tuple(slice(0, n) for n in shape)
-    return layout.slice_for(rank)
+    return layout.slice_for(rank) if layout.holds(rank) else None
 
 
 def _overlaps(a, b):
@@ -108,6 +115,8 @@ def _source_ranks(src_layout, dst_block, shape, src_world):
     chosen = {}
     for rank in range(src_world):
         block = block_of(src_layout, rank, shape)
+        if block is None:
+            continue
         key = tuple((s.start, s.stop) for s in block)
         if key not in chosen and _overlaps(block, dst_block):
             chosen[key] = rank
@@ -127,7 +136,8 @@ def _needed_ranks(rank_id, src, dst, src_world):
         layout = src.get(name) or dst[name]
         shape = layout.shape
         target = block_of(dst.get(name), rank_id, shape)
-        needed |= _source_ranks(src.get(name), target, shape, src_world)
+        if target is not None:          # else a parameter of another destination stage
+            needed |= _source_ranks(src.get(name), target, shape, src_world)
     return sorted(needed)
 
 
@@ -150,7 +160,8 @@ def param_of(name, shape, layouts):
     if name in layouts:
         return name
     for param, layout in layouts.items():
-        if name.endswith("." + param) and tuple(shape) in (layout.shape, layout.local_shape(0)):
+        if name.endswith("." + param) and tuple(shape) in (layout.shape,
+                                                           layout.layout.local_shape(0)):
             return param
     return None
 
@@ -171,10 +182,10 @@ def _check_source_block(name, value, layout, rank, path, entries):
     identity, record = _source_record(entries, name, path)
     if record is not None and "row_slice" not in record:
         saved, saved_rank = layout_from_json(record)
-        if saved == layout and saved_rank != rank:
+        if saved == layout.layout and saved_rank != layout.local_rank(rank):
             raise ValueError(f"transform: {path!r} holds rank {saved_rank}'s block of {name!r}, "
                              f"but it was given as the file of rank {rank}")
-        if saved != layout:
+        if saved != layout.layout:
             raise ValueError(f"transform: {name!r} in {path!r} is rank {saved_rank}'s block of "
                              f"{saved}, but the source strategy gives rank {rank} the block of "
                              f"{layout}: the files and the strategy file are of different runs")
@@ -204,7 +215,8 @@ def _load_sources(files, ranks, owner):
 
 
 def _target_value(name, sources, files, src_layout, dst_layout, rank_id, first):
-    """The destination rank's value of entry ``name``, cut from the source blocks."""
+    """The destination rank's value of entry ``name``, cut from the source blocks (``first``:
+    the lowest source rank whose file holds it)."""
     value = sources[first][name]
     if src_layout is None or tuple(value.shape) == src_layout.shape:
         if dst_layout is None or tuple(value.shape) != dst_layout.shape:
@@ -213,7 +225,7 @@ def _target_value(name, sources, files, src_layout, dst_layout, rank_id, first):
     shape = src_layout.shape
     target = block_of(dst_layout, rank_id, shape)
     out = np.empty(tuple(s.stop - s.start for s in target), value.asnumpy().dtype)
-    for rank in sorted(_source_ranks(src_layout, target, shape, src_layout.num_devices)):
+    for rank in sorted(_source_ranks(src_layout, target, shape, src_layout.world)):
         block = sources[rank].get(name)
         if block is None or isinstance(block, str):
             raise ValueError(f"transform: {name!r} is in {files[first]!r} but not in "
@@ -231,10 +243,11 @@ def _target_value(name, sources, files, src_layout, dst_layout, rank_id, first):
 def _identity_for(rank_id, layouts, dst_world, parallel_mode):
     """The ``__rank_identity__`` entry of a destination file holding ``{name: layout}``."""
     records = {}
-    for name, layout in layouts.items():
+    for name, placed in layouts.items():
+        layout = placed.layout
         spec = {"device_matrix": list(layout.device_matrix),
                 "tensor_map": [list(m) if isinstance(m, tuple) else m for m in layout.tensor_map],
-                "shape": list(layout.shape), "rank": rank_id}
+                "shape": list(layout.shape), "rank": placed.local_rank(rank_id)}
         if layout.row_blocks:
             spec["row_blocks"] = list(layout.row_blocks)
         records[name] = spec
@@ -253,28 +266,85 @@ def _check_unplanned_slices(entries, path, src, owner):
                          "strategy does not lay out" + ("" if src else " (no source strategy "
                          "file was given)") + "; pass the strategy file the saving run wrote "
                          "(strategy_ckpt_config={'save_file': ...})")
+    odd = sorted(f"{name} {tuple(value.shape)} (of {param!r}, {layouts.shape})"
+                 for name, value in entries.items() if not isinstance(value, str)
+                 for param, layouts in src.items()
+                 if name != param and name.endswith("." + param)
+                 and param_of(name, value.shape, src) is None
+                 and 0 < value.size < _size(layouts.shape))
+    if odd:
+        raise ValueError(f"{owner}: {path!r} holds {odd}: state of a parameter the source "
+                         "strategy lays out, but neither its full shape nor its block (a "
+                         "slice the strategy does not describe, such as optimizer parallel's "
+                         "flat state slices); save those states whole, or transform the "
+                         "parameters' checkpoint without them")
+
+
+def _size(shape):
+    return int(np.prod(shape)) if shape else 1
+
+
+def _entry_names(sources):
+    """Every entry name of the loaded files (rank order, then file order), identity records
+    left out: a pipeline stage's file holds only that stage's entries."""
+    names = {}
+    for rank in sorted(sources):
+        names.update((name, None) for name in sources[rank] if not is_identity_entry(name))
+    return list(names)
+
+
+def _check_all_found(rank_id, src, dst, names, files, owner):
+    """Every parameter the source strategy lays out for this destination rank must be in
+    the files read: a stage file that lost a parameter would drop it silently."""
+    lost = sorted(name for name, layout in src.items()
+                  if name not in names and (dst.get(name) is None or dst[name].holds(rank_id)))
+    if lost:
+        raise ValueError(f"{owner}: the source strategy lays out {lost}, but none of the files "
+                         f"read ({sorted(set(files.values()))}) holds them; the files and the "
+                         "strategy file are of different runs")
+
+
+def _holder_of(name, layout, sources, files, owner):
+    """The lowest source rank read whose stage holds ``layout``'s parameter and whose file
+    has entry ``name``."""
+    holders = [rank for rank in sorted(sources) if name in sources[rank] and layout.holds(rank)]
+    if not holders:
+        raise ValueError(f"{owner}: {name!r} is in {sorted({files[r] for r in sources})}, "
+                         f"but in none of the files of the ranks that hold it ({layout}); the "
+                         "files and the strategy file are of different runs")
+    return holders[0]
 
 
 def transformed_entries(rank_id, files, src, dst, src_world, dst_world, owner):
-    """``{name: array or str}``: rank ``rank_id``'s checkpoint under ``dst``."""
+    """``{name: array or str}``: rank ``rank_id``'s checkpoint under ``dst`` (of a pipelined
+    destination, only the entries of ``rank_id``'s stage)."""
     ranks = _needed_ranks(rank_id, src, dst, src_world)
     sources = _load_sources(files, ranks, owner)
-    first = ranks[0]
-    _check_unplanned_slices(sources[first], files[first], src, owner)
+    for rank in ranks:
+        _check_unplanned_slices(sources[rank], files[rank], src, owner)
+    names = _entry_names(sources)
+    _check_all_found(rank_id, src, dst, set(names), {r: files[r] for r in ranks}, owner)
     out, dst_layouts = {}, {}
-    for name, value in sources[first].items():
-        if is_identity_entry(name):
-            continue
+    for name in names:
+        first = min(rank for rank in ranks if name in sources[rank])
+        value = sources[first][name]
         if isinstance(value, str):
             out[name] = value
             continue
         param = param_of(name, value.shape, src) or param_of(name, value.shape, dst)
-        out[name] = _target_value(name, sources, files, src.get(param), dst.get(param),
+        dst_layout = dst.get(param)
+        if dst_layout is not None and not dst_layout.holds(rank_id):
+            continue                    # another destination stage's parameter
+        if src.get(param) is not None and not src[param].holds(first):
+            # a stage's file may hold a stale copy of another stage's state: read a holder's
+            first = _holder_of(name, src[param], sources, files, owner)
+            value = sources[first][name]
+        out[name] = _target_value(name, sources, files, src.get(param), dst_layout,
                                   rank_id, first)
-        if dst.get(param) is not None and out[name].shape != dst[param].shape:
-            dst_layouts[name] = dst[param]
+        if dst_layout is not None and out[name].shape != dst_layout.shape:
+            dst_layouts[name] = dst_layout
     if dst:
-        identity, _ = _source_record(sources[first], "", files[first])
+        identity, _ = _source_record(sources[ranks[0]], "", files[ranks[0]])
         mode = (identity or {}).get("parallel_mode") or \
             str(get_auto_parallel_context("parallel_mode"))
         out[IDENTITY] = _identity_for(rank_id, dst_layouts, dst_world, mode)
@@ -330,6 +400,21 @@ def _rank_files(src_checkpoints_dir, src_world, owner):
     return files
 
 
+def _unsliced_destination_world(path, owner):
+    """The ranks a destination strategy file that slices nothing is for. Such a file lists
+    no parameter (MindSpore's lists every one, with its device count), so it cannot say:
+    the ranks of the job that calls are taken, each given the whole checkpoint, and a note
+    says so (one process: one file)."""
+    from .sharding.scope import current_world
+    world = current_world()
+    if world is None or world.size == 1:
+        return 1
+    _once(f"transform_checkpoints.unsliced.{path}", f"{owner}: the destination strategy file "
+          f"{path!r} slices no parameter, so it does not say how many ranks it is for; the "
+          f"whole checkpoint is written for each of this job's {world.size} ranks")
+    return world.size
+
+
 def transform_checkpoints(src_checkpoints_dir, dst_checkpoints_dir, ckpt_prefix,
                           src_strategy_file=None, dst_strategy_file=None, process_num=1,
                           output_format="ckpt"):
@@ -349,9 +434,11 @@ def transform_checkpoints(src_checkpoints_dir, dst_checkpoints_dir, ckpt_prefix,
     if output_format != "ckpt":
         raise ValueError(f"{owner}: output_format must be 'ckpt' (safetensors output is not "
                          f"supported here), got {output_format!r}")
+    dst_layouts = _strategy(dst_strategy_file, "dst_strategy_file", owner)
     src, dst, src_world, dst_world = _plan(
-        _strategy(src_strategy_file, "src_strategy_file", owner),
-        _strategy(dst_strategy_file, "dst_strategy_file", owner), owner)
+        _strategy(src_strategy_file, "src_strategy_file", owner), dst_layouts, owner)
+    if dst_layouts == {}:
+        dst_world = _unsliced_destination_world(dst_strategy_file, owner)
     files = _rank_files(src_checkpoints_dir, src_world, owner)
     if process_num > 1:     # it would only split this loop across processes: same files
         _once("transform_checkpoints.process_num", f"transform_checkpoints: process_num="

@@ -8,6 +8,11 @@ sharded run is written and read (MindSpore's dict option, which supersedes the o
 * ``only_trainable_params`` (default True): the saved file lists the trainable parameters
   only; False adds the sliced parameters that are not trained.
 
+In a pipelined job (``pipeline_stages > 1``) the pipeline does both for the rank's stage
+(``strategy_ckpt_pipeline``): ``save_file`` receives the stage's file (merge the stages'
+files with ``merge_pipeline_strategys``), and the stage's plan is checked against
+``load_file``.
+
 An empty file name leaves the older option of that name in force.
 """
 from .context import get_auto_parallel_context
@@ -36,6 +41,8 @@ def strategy_ckpt_files():
 def save_and_check_strategy():
     """After a plan: write the strategy file, and check the plan against the loaded one."""
     save, load, only_trainable = strategy_ckpt_files()
+    if get_auto_parallel_context("pipeline_stages") > 1:
+        return          # a stage's cell planned: the pipeline handles the whole stage's files
     if save:
         write_strategy_file(save, only_trainable)
     if load:

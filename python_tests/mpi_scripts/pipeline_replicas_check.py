@@ -14,6 +14,7 @@ stages hold different parameters. ``--form`` picks the user's side:
 """
 import argparse
 import hashlib
+import os
 
 import numpy as np
 
@@ -30,6 +31,8 @@ parser.add_argument("--seed-per-rank", action="store_true",
                     help="ms.set_seed(100 + rank): different draws even where the default "
                          "stream would agree")
 parser.add_argument("--steps", type=int, default=4)
+parser.add_argument("--strategy-dir", default=None,
+                    help="AutoParallel forms: save_param_strategy_file(DIR/strategy<rank>.ckpt)")
 args = parser.parse_args()
 
 STAGES, MICRO, BATCH = 2, 2, 8
@@ -102,6 +105,12 @@ if args.form == "cell":
     Model(pipe, optimizer=opt).train(1, data, callbacks=[losses], dataset_sink_mode=True)
 else:
     from minitorch_dist.parallel.auto_parallel import AutoParallel
+
+    def save_strategy(parallel):
+        if args.strategy_dir:
+            parallel.save_param_strategy_file(
+                os.path.join(args.strategy_dir, f"strategy{rank}.ckpt"))
+
     from minitorch_dist.parallel.nn import Pipeline, PipelineGradReducer
     net = build()
     optimizer = nn.SGD(net.trainable_params(), 0.1)
@@ -110,6 +119,7 @@ else:
     if args.form == "model":
         parallel_net = AutoParallel(pipe, parallel_mode="semi_auto")
         parallel_net.pipeline(stages=STAGES)
+        save_strategy(parallel_net)
         Model(parallel_net, optimizer=optimizer).train(1, data, callbacks=[losses],
                                                         dataset_sink_mode=True)
     else:
@@ -124,6 +134,7 @@ else:
 
         step = AutoParallel(train_one_step, parallel_mode="semi_auto")
         step.pipeline(stages=STAGES)
+        save_strategy(step)
         batches = list(data.create_tuple_iterator())
         for k in range(args.steps):
             bx, by = batches[k * replicas + rank % replicas]

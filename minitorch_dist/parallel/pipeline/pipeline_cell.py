@@ -54,20 +54,21 @@ def current_engine(params=()):
     return None
 
 
-def refuse_strategy_files(stages):
-    """A strategy file (``strategy_ckpt_config``'s ``save_file``/``load_file``, or the older
-    ``strategy_ckpt_save_file``/``strategy_ckpt_load_file``) is not written or checked per
-    stage yet: refused rather than ignored."""
+def stage_strategy_files(engine):
+    """``strategy_ckpt_config`` in a pipelined run (or the older ``strategy_ckpt_save_file``/
+    ``strategy_ckpt_load_file``), once ``engine``'s stage has run and its layouts are known:
+    ``save_file`` receives this rank's stage file, and the stage's plan is checked against
+    ``load_file`` (``strategy_ckpt_pipeline``). Each is done once per file."""
     from ..strategy_ckpt import strategy_ckpt_files
-    save, load, _ = strategy_ckpt_files()
-    for option, path in (("save_file", save), ("load_file", load)):
-        if path:
-            raise ValueError(
-                f"strategy_ckpt_config {option}={path!r}: a pipelined run (pipeline_stages="
-                f"{stages}) writes and checks no strategy file here (MindSpore writes one per "
-                "stage and merges them with merge_pipeline_strategys, which is not served); "
-                f"unset it (strategy_ckpt_config={{'{option}': ''}} and "
-                f"strategy_ckpt_{option}='') for pipelined runs")
+    from ..strategy_ckpt_pipeline import check_stage_strategy_file, write_stage_strategy_file
+    save, load, only_trainable = strategy_ckpt_files()
+    if save and engine.strategy_file != (save, only_trainable):
+        write_stage_strategy_file(save, engine.network, engine.topology, engine.plan.stages_of,
+                                  only_trainable)
+        engine.strategy_file = (save, only_trainable)
+    if load and engine.strategy_checked != load:
+        check_stage_strategy_file(load, engine.network, engine.topology, engine.plan.stages_of)
+        engine.strategy_checked = load
 
 
 def _check_micro_size(micro_size):
@@ -131,6 +132,8 @@ class _Engine:
         self.grad_node_prim = PresetGradients("pipeline.gradients", "a pipelined loss")
         self.split_backward = True
         self.sharded_calls = {}
+        self.strategy_file = None       # (path, only_trainable) of the stage file written
+        self.strategy_checked = None    # the strategy load file checked
         topology.pipeline_group()       # made now, in the same order on every rank
 
     def sharded_call(self, cell):
@@ -221,7 +224,6 @@ class PipelineCell(Cell):
         self.scheduler = config["pipeline_scheduler"]
         self._stages_built = stages
         if stages > 1:
-            refuse_strategy_files(stages)
             engine = _Engine(network, this_rank_topology(), config["pipeline_interleave"])
             object.__setattr__(self, "_engine", engine)
             self._topology = engine.topology
@@ -248,11 +250,11 @@ class PipelineCell(Cell):
                 loss = self.network(*row)
                 total = loss if total is None else total + loss
             return total
-        refuse_strategy_files(self._stages_built)     # also when set after the build
         train = is_grad_enabled()
         if train:
             refuse_in_pipeline()
         results, runner = self._run(self.network, micro, train)
+        stage_strategy_files(self._engine)      # the stage's layouts are known now
         total = None if results is None else _summed(results)
         (loss,) = broadcast_values(self._engine.topology, [total])
         if not train:
@@ -301,6 +303,7 @@ class PipelineCell(Cell):
             return _combine(outs)
         with no_grad():
             results, _ = self._run(network, micro, train=False)
+        stage_strategy_files(self._engine)
         combined = _combine(results) if results is not None else None
         single = combined is not None and not isinstance(combined, tuple)
         values = [combined] if single else (list(combined) if combined is not None else None)
