@@ -55,3 +55,13 @@ def test_stages_reading_different_shards_is_an_error_naming_them_on_every_rank()
     assert all("pipeline stages 0 and 1 of replica 0 disagree about the data: stage 0 (rank 0) "
                "reads shard 0 of 2" in line and "stage 1 (rank 2) reads shard 1 of 2" in line
                for line in lines), out
+
+
+def test_an_unsharded_dataset_with_fewer_batches_than_replicas_says_why_it_is_empty():
+    """4 samples = 1 batch of 4 for 2 replicas: replica 1 gets no batch, and the error says that
+    the replicas take the batches in turn (it said only 'yielded no batches')."""
+    done, out = _run("--shard", "none", "--samples", "4")
+    assert done.returncode != 0, out
+    assert "replicas of each pipeline stage take the batches of an unsharded dataset in turn " \
+           "(replica j: batches j, j + 2, ...; this is replica 1)" in out, out
+    assert "fewer than 2 batches (1)" in out, out

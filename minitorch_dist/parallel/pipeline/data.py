@@ -136,7 +136,15 @@ class _ReplicaSource:
                 group = []
 
     def empty_hint(self):
-        return self._source.empty_hint()
+        hint = self._source.empty_hint()
+        if hint or (self._source.size is not None and self._source.size == 0):
+            return hint
+        d = self.replicas
+        return (f": the {d} data-parallel replicas of each pipeline stage take the batches of "
+                f"an unsharded dataset in turn (replica j: batches j, j + {d}, ...; this is "
+                f"replica {self.replica}), and it has fewer than {d} batches "
+                f"({self._source.size if self._source.size is not None else 'an unknown number'}"
+                "); give it more samples or a smaller batch size")
 
 
 class _ReplicaSlices:
