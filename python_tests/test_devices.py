@@ -208,6 +208,19 @@ def test_buffer_pool_zeros_views_limits_and_clear():
     assert pool.stats()["cached_bytes"] == 0
 
 
+def test_buffer_pool_allocates_when_another_thread_took_the_last_free_array():
+    """Thread ranks share a device's pool: between the check that a free list is not empty
+    and the pop, another thread may take its last array (this was an IndexError)."""
+    class TakenMeanwhile(list):
+        def __bool__(self):         # the check saw an array that is gone by the pop
+            return True
+
+    pool = BufferPool(np)
+    pool._free[((4,), np.dtype(np.float32).str)] = TakenMeanwhile()
+    out = pool.empty((4,), np.float32)
+    assert out.shape == (4,) and pool.stats()["misses"] == 1 and pool.stats()["hits"] == 0
+
+
 def test_device_pools_are_per_device(virtual_gpu):
     cpu_pool, gpu_pool = ms.get_device("CPU").pool, virtual_gpu.pool
     buf = gpu_pool.empty((2, 2), np.float32)

@@ -29,8 +29,13 @@ class BufferPool:
         key = (tuple(shape), self.xp.dtype(dtype).str)
         free = self._free.get(key)
         if free:
-            self.hits += 1
-            return free.pop()
+            try:
+                array = free.pop()      # thread ranks share a device's pool: another thread
+            except IndexError:          # may have taken the last one since the check
+                pass
+            else:
+                self.hits += 1
+                return array
         self.misses += 1
         return self.xp.empty(shape, dtype=dtype)
 
