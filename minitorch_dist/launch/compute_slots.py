@@ -7,7 +7,10 @@ whenever it waits for other ranks (every blocking collective, send/receive, barr
 again when the wait returns. At most K ranks then hold live activations at once, so the
 job's peak memory is about K x (one rank's activations) + N x (its parameters, gradients
 and optimizer state); the math is the same, only the order in which ranks run changes, so
-the results are the same bits as without slots.
+the results are the same bits as without slots. That bound needs the ranks to communicate
+after their backward (``hooks.overlap_allowed()`` tells code that can wait so): a forward
+that itself waits for the others (an operator-sharded loss averaged over the global batch
+ends with an allreduce) leaves every rank holding its forward's activations at that wait.
 
 No deadlock: a rank never waits for other ranks while it holds a slot. The slots are K
 lock files in the job directory (``compute_slot.<i>.lock``), taken with ``fcntl.flock``:

@@ -23,6 +23,7 @@ allreduce per fusion group.
 """
 import bisect
 
+from ..communication import hooks
 from .comm.collectives import MirrorDeferral
 from .comm.rows import gather_rows
 from .comm_fusion_options import check_comm_fusion
@@ -127,8 +128,10 @@ class FusedMirrors:
     as fused:`` around the forward of a differentiation, then ``fused.finish(targets, grads)``
     after its backward: where fusion groups are set (``Cell.set_comm_fusion`` ids, or
     ``comm_fusion``'s allreduce "size"/"index" modes), the mirrors inside hand their
-    gradients back unreduced and ``finish`` reduces them, one allreduce per group; otherwise
-    nothing changes (each mirror reduces its gradient alone as backward reaches it).
+    gradients back unreduced and ``finish`` reduces them, one allreduce per group; so do
+    they under the launcher's compute slots (``hooks.overlap_allowed()`` False), the default
+    group being all of them; otherwise nothing changes (each mirror reduces its gradient
+    alone as backward reaches it).
     ``network`` (the function or cell differentiated): one holding a
     ``MicroBatchInterleaved`` defers too, so the copies' gradients travel once per step."""
 
@@ -140,7 +143,10 @@ class FusedMirrors:
         if not weights or not shards_operators() \
                 or get_auto_parallel_context("pipeline_stages") != 1:
             return
-        if groups_for("allreduce", weights)[0] in ("ids", "index") or _has_copies(network):
+        # under compute slots (not overlap_allowed) a rank must not wait for its peers in
+        # the middle of its backward, holding its activations off its slot
+        if groups_for("allreduce", weights)[0] in ("ids", "index") or _has_copies(network) \
+                or not hooks.overlap_allowed():
             self.deferral = MirrorDeferral()
 
     def __enter__(self):

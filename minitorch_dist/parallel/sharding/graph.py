@@ -12,9 +12,11 @@ Every rank traces the same graph, so strategies are planned alike everywhere; ea
 runs ``construct`` again on its local slices, and the executor matches its primitive calls
 to the nodes by call order.
 
-A trace costs about one primitive's memory, not a forward's: each primitive runs on the
-full shapes, but its output is replaced at once by a zero-stride stand-in of the same shape
-and dtype (``shape_only``), so nothing the trace keeps (to keep ids unique) holds data.
+A trace costs about one primitive's memory, not a forward's: each primitive's output is
+replaced at once by a zero-stride stand-in of the same shape and dtype (``shape_only``), so
+nothing the trace keeps (to keep ids unique) holds data. Nor does it cost a global-batch
+forward: a primitive whose sharding rule can cut its batch into rows runs on one row and
+its output shapes are scaled up (``row_trace``); the others run on the full shapes.
 
 A traced callable may turn out to be a training step rather than a network: it computes
 gradients (``value_and_grad``, noted by the parallel extension) or calls an optimizer (noted
@@ -35,6 +37,7 @@ from ...nn.optim.optimizer import Optimizer
 from ...nn.parameter import Parameter
 from ...ops.primitive import set_primitive_hook
 from ...tensor import Tensor
+from .row_trace import one_row_shapes
 from .scope import TraceStopped, note_training_step, trace_scope
 
 __all__ = ["Source", "Node", "Graph", "trace", "shape_only", "zeros_view"]
@@ -168,12 +171,7 @@ class _Tracer:
     def primitive_hook(self, prim, inputs, attrs):
         whole = tuple(_full_size(x) for x in inputs)
         with no_grad(), _scratch_pools(whole):
-            out = prim.run(*whole, **attrs)
-        # the values never matter, only the shapes: the computed arrays go at once
-        if isinstance(out, tuple):
-            out = tuple(shape_only(o) for o in out)
-        else:
-            out = shape_only(out)
+            out = _traced_outputs(prim, whole, attrs)
         index = len(self.nodes)
         outs = out if isinstance(out, tuple) else (out,)
         for k, o in enumerate(outs):
@@ -191,6 +189,21 @@ class _Tracer:
                 self.nodes[s.node].consumers.append((index, i))
         self.nodes.append(node)
         return out
+
+
+def _traced_outputs(prim, whole, attrs):
+    """``prim``'s outputs on ``whole`` as shape-only stand-ins: from one row of the batch
+    where its sharding rule allows (``row_trace``), else from a run on the whole inputs.
+    The values never matter, only the shapes: computed arrays go at once."""
+    found = one_row_shapes(prim, whole, attrs)
+    if found is None:
+        out = prim.run(*whole, **attrs)
+        return tuple(shape_only(o) for o in out) if isinstance(out, tuple) else shape_only(out)
+    out, shapes = found
+    outs = out if isinstance(out, tuple) else (out,)
+    made = tuple(Tensor._make(zeros_view(shape, o.data.dtype, o.device), o.device)
+                 for o, shape in zip(outs, shapes))
+    return made if isinstance(out, tuple) else made[0]
 
 
 @contextmanager
@@ -237,9 +250,11 @@ def shape_only(value):
 
 
 def _full_size(x):
-    """A sliced or not yet drawn parameter at its full shape, as a zero-stride view of one
-    zero (tracing needs shapes, not values, and must not draw deferred values)."""
-    if not isinstance(x, Tensor):
+    """A parameter at its full shape, as a zero-stride view of one zero: tracing needs
+    shapes, not values; it must not draw deferred values, and a primitive that updates a
+    parameter in place (a training BatchNorm's moving statistics) must not update the real
+    one with the trace's zeros. Other tensors are themselves, unless not yet drawn."""
+    if not isinstance(x, Tensor) or (x.deferred_init is None and not isinstance(x, Parameter)):
         return x
     layout = getattr(x, "sharding_layout", None)
     if x.deferred_init is not None:
@@ -247,7 +262,7 @@ def _full_size(x):
     elif layout is not None and tuple(x.shape) != layout.shape:
         shape = layout.shape
     else:
-        return x
+        shape = tuple(x.shape)
     return Tensor._make(zeros_view(shape, x.data.dtype, x.device), x.device)
 
 
