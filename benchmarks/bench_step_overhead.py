@@ -36,20 +36,10 @@ def _setup(which):
         sys.path.insert(0, HERE)
     import numpy as np
     import bench_training_step as bench
-    import minitorch_dist as ms
-    from minitorch_dist import nn
-
-    ms.set_seed(0)
-    rng = np.random.default_rng(0)
-    images = [rng.normal(size=(bench.BATCH, 1, 28, 28)).astype(np.float32) for _ in range(4)]
-    labels = [rng.integers(0, 10, bench.BATCH).astype(np.int64) for _ in range(4)]
-    net = bench.SeedMLP()
-    if which == "minitorch_dist":
-        step = bench.minitorch_step(net, nn.SGD(net.trainable_params(), 0.01))
-        return step, [(ms.Tensor(x), ms.Tensor(y.astype(np.int32))) for x, y in zip(images, labels)]
-    if which == "numpy by hand":
-        return bench.NumpyMLP(net).step, list(zip(images, labels))
-    return _gemms_only(np, net, bench.BATCH), [(x.reshape(bench.BATCH, -1),) for x in images]
+    step, batches, net = bench.seed_mlp_contender(which, 4)
+    if step is not None:
+        return step, batches
+    return _gemms_only(np, net, bench.BATCH), [(x.reshape(bench.BATCH, -1),) for x, _ in batches]
 
 
 def _gemms_only(np, net, batch):
@@ -86,11 +76,19 @@ def child(which, steps, warmup, go_file):
 
 def count(which, steps, warmup):
     """Instructions counted by callgrind inside the measured loop of one contender."""
+    return callgrind_events(which, steps, warmup)["Ir"]
+
+
+def callgrind_events(which, steps, warmup, tool_args=()):
+    """Every event callgrind counted inside the measured loop of one contender, by name
+    (``Ir``; with ``tool_args=("--cache-sim=yes",)`` also the simulated cache misses
+    ``D1mr``, ``DLmr``, ...: ``bench_step_memory_traffic.py`` asks for them)."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     with tempfile.TemporaryDirectory() as tmp:
         go_file = os.path.join(tmp, "go")
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/callgrind.out",
                "--instr-atstart=no", "--collect-atstart=no", "--toggle-collect=builtin_exec",
+               *tool_args,
                sys.executable, os.path.abspath(__file__), "--child", which, "--steps", str(steps),
                "--warmup", str(warmup), "--go-file", go_file]
         with subprocess.Popen(cmd, env=env, cwd=tmp, stdout=subprocess.PIPE,
@@ -101,11 +99,13 @@ def count(which, steps, warmup):
                                capture_output=True)
                 open(go_file, "w").close()
             stderr = proc.communicate()[1]
-    found = re.search(r"Collected\s*:\s*([\d,]+)", stderr)
-    if proc.returncode != 0 or not found:
+    names = re.search(r"Events\s*:\s*([\w ]+)\n", stderr)
+    found = re.search(r"Collected\s*:\s*([\d ,]+)\n", stderr)
+    if proc.returncode != 0 or not names or not found:
         raise RuntimeError(f"callgrind run for {which!r} failed (exit {proc.returncode}):\n"
                            + stderr[-3000:])
-    return int(found.group(1).replace(",", ""))
+    values = [int(v.replace(",", "")) for v in found.group(1).split()]
+    return dict(zip(names.group(1).split(), values))
 
 
 def main(argv=None):

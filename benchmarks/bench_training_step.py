@@ -179,6 +179,51 @@ class NumpyMLP:
         return loss
 
 
+def numpy_fresh_mlp_step(mt_mlp, lr=0.01):
+    """``NumpyMLP``'s step with a fresh array for every result (no ``out=``), as a framework
+    makes them: the same operations, so the same bits."""
+    W = [layer.weight.asnumpy() for layer in (mt_mlp.layer1, mt_mlp.layer2, mt_mlp.layer3)]
+    b = [layer.bias.asnumpy() for layer in (mt_mlp.layer1, mt_mlp.layer2, mt_mlp.layer3)]
+    lr = np.float32(lr)
+
+    def step(x, y):
+        x = x.reshape(BATCH, -1)
+        h0 = np.maximum(x @ W[0] + b[0], 0)
+        h1 = np.maximum(h0 @ W[1] + b[1], 0)
+        z = h1 @ W[2] + b[2]
+        loss = softmax_cross_entropy_in_place(z, y)
+        gh1 = (z @ W[2].T) * (h1 > 0)
+        gh0 = (gh1 @ W[1].T) * (h0 > 0)
+        grads = [x.T @ gh0, h0.T @ gh1, h1.T @ z, gh0.sum(axis=0), gh1.sum(axis=0), z.sum(axis=0)]
+        for p, g in zip(W + b, grads):
+            p -= g * lr
+        return loss
+
+    step.params = W + b         # for the test that compares it with NumpyMLP
+    return step
+
+
+def seed_mlp_contender(which, count):
+    """``(step, batches, net)`` for the seed MLP on ``count`` seeded batches, shared by the
+    step benchmarks: ``which`` is "minitorch_dist", "numpy by hand" or "numpy fresh";
+    another name gives ``step`` None and the raw ``(images, labels)`` pairs, for the caller's
+    own contender."""
+    ms.set_seed(0)
+    rng = np.random.default_rng(0)
+    images = [rng.normal(size=(BATCH, 1, 28, 28)).astype(np.float32) for _ in range(count)]
+    labels = [rng.integers(0, 10, BATCH).astype(np.int64) for _ in range(count)]
+    net = SeedMLP()
+    if which == "minitorch_dist":
+        step = minitorch_step(net, nn.SGD(net.trainable_params(), 0.01))
+        return step, [(ms.Tensor(x), ms.Tensor(y.astype(np.int32)))
+                      for x, y in zip(images, labels)], net
+    if which == "numpy by hand":
+        return NumpyMLP(net).step, list(zip(images, labels)), net
+    if which == "numpy fresh":
+        return numpy_fresh_mlp_step(net), list(zip(images, labels)), net
+    return None, list(zip(images, labels)), net
+
+
 class NumpyCNN:
     """SINGA's CNN step written directly in NumPy (channels-last inside, im2col through
     ``sliding_window_view``, col2im as 25 shifted adds), momentum SGD like ``nn.SGD``."""
@@ -292,6 +337,9 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     parser.add_argument("--only", choices=["mlp", "cnn"], default=None)
+    parser.add_argument("--fresh", action="store_true",
+                        help="add the MLP step in NumPy by hand with a fresh array for every "
+                             "result (no out=), interleaved: what fresh arrays cost")
     parser.add_argument("--unfused", action="store_true",
                         help="add a contender whose optimizer updates one parameter at a time "
                              "in NumPy (the path before the fused C++ update), interleaved")
@@ -325,6 +373,8 @@ def main(argv=None):
             "minitorch_dist": (minitorch_step(mt_mlp, nn.SGD(mt_mlp.trainable_params(), 0.01)), mt_batches),
             "numpy (by hand)": (np_mlp.step, list(zip(images, labels))),
         }
+        if args.fresh:
+            contenders["numpy fresh"] = (numpy_fresh_mlp_step(mt_mlp), list(zip(images, labels)))
         if args.unfused:
             twin = SeedMLP()
             for mine, theirs in zip(twin.trainable_params(), mt_mlp.trainable_params()):
@@ -353,6 +403,9 @@ def main(argv=None):
             print(f"  {model}: minitorch_dist / pytorch = {mt / med['pytorch']:.2f}  (target <= {target})")
         if "numpy (by hand)" in med:
             print(f"  {model}: minitorch_dist / numpy by hand = {mt / med['numpy (by hand)']:.2f}  (target <= 1.15)")
+        if "numpy fresh" in med:
+            print(f"  {model}: numpy fresh arrays / numpy by hand = "
+                  f"{med['numpy fresh'] / med['numpy (by hand)']:.2f}")
         if "unfused" in med:
             print(f"  {model}: minitorch_dist / unfused optimizer = {mt / med['unfused']:.2f}")
     return results

@@ -177,9 +177,10 @@ def _topological_nodes(roots):
 
 
 def _topological_order(roots):
-    """``(nodes, inputs)``: the nodes of ``_topological_nodes`` and, position by position,
-    each node's inputs resolved once (``Node.inputs``), for the pass to reuse."""
-    order, order_inputs, seen = [], [], set()
+    """``(nodes, inputs, leaf_ids)``: the nodes of ``_topological_nodes`` and, position by
+    position, each node's inputs resolved once (``Node.inputs``), for the pass to reuse; and
+    the ids of the leaf inputs (no ``grad_fn``) that require a gradient."""
+    order, order_inputs, seen, leaf_ids = [], [], set(), set()
     for root in roots:
         if root.grad_fn is None or root.grad_fn in seen:
             continue
@@ -196,11 +197,16 @@ def _topological_order(roots):
             inputs = node.inputs
             stack.append((node, inputs))
             for inp in inputs:
-                if inp is not None and inp.grad_fn is not None and inp.grad_fn not in seen:
+                if inp is None:
+                    continue
+                if inp.grad_fn is None:
+                    if inp.requires_grad:
+                        leaf_ids.add(id(inp))
+                elif inp.grad_fn not in seen:
                     stack.append((inp.grad_fn, None))
     order.reverse()
     order_inputs.reverse()
-    return order, order_inputs
+    return order, order_inputs, leaf_ids
 
 
 def run_backward(roots, root_grads, targets=None, retain_graph=False, observer=None):
@@ -245,10 +251,13 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False, observer=N
         if root.requires_grad:
             deliver(root, _fit(grad, root, _RootPrim))
 
-    nodes, node_inputs = _topological_order(roots)
+    nodes, node_inputs, leaf_ids = _topological_order(roots)
     # With targets, only nodes with a target below them run (a gradient of the wide weights
-    # alone skips the deep network's backward, as PyTorch's autograd.grad does).
-    useful, off_path = (None, None) if target_ids is None else \
+    # alone skips the deep network's backward, as PyTorch's autograd.grad does). A node is
+    # recorded only above an input that wants a gradient, so every node has such a leaf
+    # below it: when all those leaves are targets (value_and_grad over every weight),
+    # nothing is pruned and the pruning walk is skipped.
+    useful, off_path = (None, None) if target_ids is None or leaf_ids <= target_ids else \
         _nodes_reaching(nodes, node_inputs, target_ids)
     finals = FinalGradients(observer, nodes, targets, leaves)
     watching = observer is not _NO_OBSERVER

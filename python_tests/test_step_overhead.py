@@ -115,6 +115,57 @@ def test_gradients_are_unchanged_bit_for_bit_with_or_without_an_observer(observe
         assert a.tobytes() == b.tobytes()
 
 
+def _count_pruning_walks(monkeypatch):
+    walks = []
+    original = autograd._nodes_reaching
+
+    def counted(*args):
+        walks.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(autograd, "_nodes_reaching", counted)
+    return walks
+
+
+def test_a_gradient_of_every_weight_skips_the_pruning_walk_with_the_same_bits(monkeypatch):
+    net, loss = _mlp_loss()
+    weights = net.trainable_params()
+    walks = _count_pruning_walks(monkeypatch)
+    got = run_backward([loss], [np.ones((), np.float32)], targets=weights, retain_graph=True)
+    assert walks == []          # every leaf that wants a gradient is a target: nothing to prune
+    # the same pass with the walk forced: as if some leaf wanting a gradient were no target
+    original = autograd._topological_order
+
+    def with_a_stranger(roots):
+        nodes, inputs, leaf_ids = original(roots)
+        return nodes, inputs, leaf_ids | {-1}
+
+    monkeypatch.setattr(autograd, "_topological_order", with_a_stranger)
+    ref = run_backward([loss], [np.ones((), np.float32)], targets=weights)
+    assert walks == [1]
+    for a, b in zip(ref, got):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_a_leaf_that_is_no_target_still_prunes_its_gradient(monkeypatch):
+    w = ms.Tensor(np.full(3, 2.0, np.float32), requires_grad=True)
+    v = ms.Tensor(np.full(3, 5.0, np.float32), requires_grad=True)    # wants one, not asked
+    loss = ops.ReduceSum()(ops.Mul()(w, v))
+    walks = _count_pruning_walks(monkeypatch)
+    asked = []
+    node = _topological_nodes([loss])[1]        # consumers first: ReduceSum, then Mul
+    original = node.prim.backward
+
+    def spy(ctx, g):
+        asked.append(ctx.needs_input_grad)
+        return original(ctx, g)
+
+    node.prim.backward = spy
+    (gw,) = run_backward([loss], [np.ones((), np.float32)], targets=[w])
+    assert walks == [1] and asked == [(True, False)]      # v's gradient is not computed
+    assert gw.tolist() == [5.0, 5.0, 5.0] and v.grad is None
+
+
 def test_a_hand_made_context_without_needs_input_grad_still_backpropagates():
     # a node recorded outside Primitive.run (a device copy, say) may leave needs_input_grad
     # unset: pruning toward the targets must not read it blindly
@@ -167,3 +218,27 @@ def test_the_overhead_benchmark_refuses_to_run_without_valgrind(monkeypatch):
         bench_overhead.main(["--steps", "1"])
     with pytest.raises(SystemExit):
         bench_overhead.main(["--steps", "0"])
+
+
+@pytest.mark.parametrize("in_force", [1, 2])
+def test_matmul_enters_the_thread_switch_only_where_it_switches(monkeypatch, in_force):
+    import contextlib
+
+    from minitorch_dist.backend import threads
+    mm = sys.modules["minitorch_dist.ops.matmul"]     # ops.matmul is the function of that name
+    entered = []
+
+    @contextlib.contextmanager
+    def spy(flops):
+        entered.append(flops)
+        yield
+
+    monkeypatch.setattr(threads, "product_threads", spy)
+    monkeypatch.setattr(threads, "get_num_threads", lambda: in_force)
+    small = np.ones((4, 8), np.float32), np.ones((8, 2), np.float32)
+    batched = np.ones((3, 4, 8), np.float32), np.ones((8, 2), np.float32)
+    big = np.ones((256, 256), np.float32), np.ones((256, 128), np.float32)   # 2^23 flops
+    for a, b in (small, batched, big):
+        np.testing.assert_array_equal(mm._mm(np, a, b), np.matmul(a, b))
+    # one thread in force: nothing to switch; two: the small products (batch counted) only
+    assert entered == ([] if in_force == 1 else [4 * 8 * 2, 3 * 4 * 8 * 2])

@@ -17,8 +17,15 @@ def _t(xp, a, flag):
 def _mm(xp, a, b):
     """``xp.matmul(a, b)`` on the threads that pay for its size (``backend/threads.py``)."""
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    batch = max(a.size // max(m * k, 1), b.size // max(k * n, 1), 1)
-    with threads.product_threads(batch * m * k * n):
+    flops = m * k * n
+    if a.ndim > 2 or b.ndim > 2:     # times the batch (2-D operands have a batch of one)
+        flops *= max(a.size // max(m * k, 1), b.size // max(k * n, 1), 1)
+    # product_threads would change nothing here (one thread in force, or a product big enough
+    # for all of them): skip its context manager, some 70 Python bytecodes a product.
+    # get_num_threads first: it applies the thread policy before the first product.
+    if threads.get_num_threads() <= 1 or flops >= threads.SMALL_PRODUCT_FLOPS:
+        return xp.matmul(a, b)
+    with threads.product_threads(flops):
         return xp.matmul(a, b)
 
 
@@ -93,7 +100,9 @@ class MatMul(BatchMatMul):
         if a.ndim != 2 or b.ndim != 2:
             raise ValueError(f"{self.name} expects two 2-D tensors, got shapes {a.shape} and {b.shape}; "
                              "use BatchMatMul for batches")
-        super()._check(a, b)
+        # no batch axes to compare: BatchMatMul's check runs (for its message) only on a mismatch
+        if a.shape[self.transpose_a ^ 1] != b.shape[self.transpose_b]:
+            super()._check(a, b)
 
 
 _instances = {}
