@@ -221,6 +221,43 @@ def test_buffer_pool_allocates_when_another_thread_took_the_last_free_array():
     assert out.shape == (4,) and pool.stats()["misses"] == 1 and pool.stats()["hits"] == 0
 
 
+def test_a_scratch_pool_is_the_calling_threads_alone():
+    """The sharding trace gives its primitives a scratch pool. It used to swap the device's
+    pool, which thread ranks share: two traces interleaved (A in, B in, A out, B out) left
+    A's scratch pool on the device for good, and the other rank drew from it meanwhile."""
+    import threading
+    device = ms.get_device("CPU")
+    own = device.pool
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def trace_a():
+        with device.scratch_pool():
+            seen["a"] = device.pool
+            a_in.set()
+            b_in.wait(10)
+        a_out.set()
+
+    def trace_b():
+        a_in.wait(10)
+        with device.scratch_pool():
+            seen["b"] = device.pool
+            seen["b sees a"] = seen["a"] is device.pool
+            b_in.set()
+            a_out.wait(10)
+
+    threads = [threading.Thread(target=trace_a), threading.Thread(target=trace_b)]
+    for t in threads:
+        t.start()
+    with device.scratch_pool():
+        pass
+    for t in threads:
+        t.join(10)
+    assert seen["a"] is not own and seen["b"] is not own and seen["a"] is not seen["b"]
+    assert not seen["b sees a"]
+    assert device.pool is own
+
+
 def test_device_pools_are_per_device(virtual_gpu):
     cpu_pool, gpu_pool = ms.get_device("CPU").pool, virtual_gpu.pool
     buf = gpu_pool.empty((2, 2), np.float32)

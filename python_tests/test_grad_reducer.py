@@ -127,8 +127,15 @@ def test_train_one_step_cell_reduces_in_data_parallel_mode():
     from minitorch_dist import communication
     from minitorch_dist.nn import wrappers
 
+    # built here, one seeded draw at a time: thread ranks drawing from the shared random
+    # stream at once got different initial weights now and then
+    built = [make_step() for _ in range(2)]
+    for made, _ in built:
+        for p in made.trainable_params():
+            p.asnumpy()                         # a deferred initialisation draws now
+
     def body(comm):
-        net, step = make_step()
+        net, step = built[comm.rank]
         # what _make_grad_reducer builds on a launched job, over this in-process group
         step.grad_reducer = DistributedGradReducer(step.weights, mean=True, communicator=comm)
         half = slice(4 * comm.rank, 4 * comm.rank + 4)

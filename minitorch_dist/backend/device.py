@@ -9,6 +9,8 @@
 """
 import os
 import re
+import threading
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -16,6 +18,8 @@ from . import transfer
 from .memory import (GPU_ENV, VIRTUAL_ENV, MemoryBudget, DeviceOutOfMemoryError, describe,
                      out_of_memory, parse_size)
 from .pool import BufferPool
+
+_scratch = threading.local()     # .pools: {id(device): BufferPool} of this thread's scratch_pool
 
 VALID_TARGETS = ("CPU", "GPU")
 _ALIASES = {"CPU": "CPU", "HOST": "CPU", "GPU": "GPU", "CUDA": "GPU", "DEVICE": "GPU"}
@@ -76,6 +80,37 @@ class Device:
                 self.xp.get_default_memory_pool().set_limit(size=parse_size(capacity, GPU_ENV))
         self._capacity_spec = capacity
         self.pool = BufferPool(self.xp)
+
+    @property
+    def pool(self):
+        """The device's buffer pool, or this thread's scratch pool inside ``scratch_pool``."""
+        pools = getattr(_scratch, "pools", None)
+        if pools:
+            scratch = pools.get(id(self))
+            if scratch is not None:
+                return scratch
+        return self._pool
+
+    @pool.setter
+    def pool(self, value):
+        self._pool = value
+
+    @contextmanager
+    def scratch_pool(self):
+        """Inside, this thread's pooled buffers on this device come from a fresh pool dropped
+        after; other threads (thread ranks share devices) keep using the device's own."""
+        pools = getattr(_scratch, "pools", None)
+        if pools is None:
+            pools = _scratch.pools = {}
+        previous = pools.get(id(self))
+        pools[id(self)] = BufferPool(self.xp)
+        try:
+            yield
+        finally:
+            if previous is None:
+                del pools[id(self)]
+            else:
+                pools[id(self)] = previous
 
     @property
     def is_host(self):

@@ -25,13 +25,12 @@ after it (``scope.TraceStopped``, caught in ``trace`` alone), and says so in
 ``Graph.training_step``; the caller then runs the step as written, so that the networks it
 calls are the ones sharded.
 """
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ...autograd import no_grad
-from ...backend.pool import BufferPool
 from ...nn.cell import Cell, set_cell_hook
 from ...nn.optim.optimizer import Optimizer
 from ...nn.parameter import Parameter
@@ -212,14 +211,10 @@ def _scratch_pools(inputs):
     dropped after: its workspaces have the global batch's shapes, which the local runs never
     ask for again, and a pool keeping one per shape would grow with the network's depth."""
     devices = {id(x.device): x.device for x in inputs if isinstance(x, Tensor)}
-    kept = {key: device.pool for key, device in devices.items()}
-    for device in devices.values():
-        device.pool = BufferPool(device.xp)
-    try:
+    with ExitStack() as stack:      # per thread: thread ranks share the devices
+        for device in devices.values():
+            stack.enter_context(device.scratch_pool())
         yield
-    finally:
-        for key, device in devices.items():
-            device.pool = kept[key]
 
 
 def _flatten(values):
