@@ -398,3 +398,50 @@ def test_non_arrays_are_a_type_error_naming_the_call():
                  lambda: comm.allgatherv([1.0]), lambda: comm.send([1.0], 0)):
         with pytest.raises(TypeError, match="expects a NumPy or CuPy array, got list"):
             call()
+
+
+# ---- each thread rank draws from its own random stream, as a process does -----------------
+def _draw_weights(barrier):
+    from minitorch_dist import nn
+    barrier.wait(5)                             # both ranks draw at the same moment
+    layers = [nn.Dense(64, 64) for _ in range(20)]
+    return np.concatenate([layer.weight.asnumpy().ravel() for layer in layers])
+
+
+def test_seeded_thread_ranks_draw_what_seeded_processes_would_whatever_the_interleaving():
+    """Drawing from one shared stream, two ranks building the same network at once got
+    weights that depended on how the threads interleaved (flaky 'replicas differ' tests)."""
+    import minitorch_dist as ms
+    ms.set_seed(7)
+    want = _draw_weights(threading.Barrier(1))
+    ms.set_seed(7)
+    barrier = threading.Barrier(2)
+    first, second = run_ranks(2, lambda comm: _draw_weights(barrier))
+    assert np.array_equal(first, want) and np.array_equal(second, want)
+    # the parent's stream is untouched by the ranks' draws
+    assert np.array_equal(_draw_weights(threading.Barrier(1)), want)
+
+
+def test_set_seed_in_a_thread_rank_seeds_that_rank_alone_and_unseeded_ranks_differ(
+        monkeypatch):
+    import minitorch_dist as ms
+    from minitorch_dist import random as framework_random
+    monkeypatch.setattr(framework_random, "_process", dict(framework_random._process))
+    ms.set_seed(7)
+    barrier = threading.Barrier(2)
+
+    def body(comm):
+        if comm.rank == 0:
+            ms.set_seed(11)
+        return _draw_weights(barrier), framework_random.get_seed()
+
+    (w0, seed0), (w1, seed1) = run_ranks(2, body)
+    assert (seed0, seed1, framework_random.get_seed()) == (11, 7, 7)
+    ms.set_seed(11)
+    assert np.array_equal(w0, _draw_weights(threading.Barrier(1)))
+    ms.set_seed(7)
+    assert np.array_equal(w1, _draw_weights(threading.Barrier(1)))
+    framework_random._process.update({"seed": None, "rng": np.random.default_rng()})
+    barrier = threading.Barrier(2)
+    a, b = run_ranks(2, lambda comm: _draw_weights(barrier))
+    assert not np.array_equal(a, b)            # never seeded: fresh entropy, as processes

@@ -14,10 +14,10 @@ from minitorch_dist.dataset import engine
 @pytest.fixture(autouse=True)
 def fresh_seeds():
     """Tests set seeds; put the framework and dataset seeds back afterwards."""
-    saved = dict(framework_random._state)
+    saved = dict(framework_random._process)
     ds.config.set_seed(None)
     yield
-    framework_random._state.update(saved)
+    framework_random._process.update(saved)
     ds.config.set_seed(None)
 
 

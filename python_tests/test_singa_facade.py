@@ -324,8 +324,7 @@ def _accumulate_halves(start, data, halves=2):
 
 
 def test_dist_opt_on_two_in_process_ranks_equals_one_process_on_the_whole_batch(one_blas_thread):
-    """Two ranks against one process, from one start (seeded: thread ranks draw their own
-    initial values from the shared random stream in whatever order they run).
+    """Two ranks against one process, from one seeded start.
 
     Over several steps the comparison is with one process doing the ranks' arithmetic (a
     forward and backward on each rank's 4 rows, gradients averaged), bit for bit. The whole
@@ -397,6 +396,7 @@ def test_every_dist_option_of_the_guide_runs_through_the_facade(option, spars):
 
 def test_training_without_compile_binds_at_the_first_step_and_catches_unsynced_ranks():
     def train(comm):
+        device.create_cpu_device().SetRandSeed(comm.rank + 1)    # the ranks draw differently
         net = guide().CNN()
         net.set_optimizer(opt.DistOpt(opt.SGD(lr=LR), communicator=comm))
         tx = tensor.from_numpy(np.zeros((2, 1, 28, 28), np.float32))
@@ -408,8 +408,8 @@ def test_training_without_compile_binds_at_the_first_step_and_catches_unsynced_r
         return sorted(net.optimizer.opt.core.parameters[0].name for _ in [0])
 
     assert run_ranks(1, train) == [["conv1.W"]]
-    # two thread ranks draw different initial values from the shared stream: the first
-    # forward ran on unsynchronised parameters, which every rank reports (no hang)
+    # two ranks seeded differently draw different initial values: the first forward ran on
+    # unsynchronised parameters, which every rank reports (no hang)
     for message in run_ranks(2, train):
         assert "call model.compile([tx], ...) before training" in message
 

@@ -14,6 +14,7 @@ import threading
 import time
 from collections import defaultdict, deque
 
+from .. import random
 from .communicator import Communicator, Request
 from .reduction import array_module, check_out, reduce_arrays
 
@@ -244,9 +245,12 @@ def run_ranks(world_size, fn, timeout=30.0):
     errors = []
     lock = threading.Lock()
 
+    forked = random.fork_state()
+
     def body(comm):
         try:
-            results[comm.rank] = fn(comm)
+            with random.rank_stream(forked):     # a stream of its own, as a process has
+                results[comm.rank] = fn(comm)
         except BaseException as exc:  # noqa: B902 - re-raised in the caller
             with lock:
                 errors.append((comm.rank, exc))
