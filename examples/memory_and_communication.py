@@ -307,17 +307,23 @@ def recompute_gradients(recomputed):
 
 
 def recompute():
-    budget = virtual_gpu()
-    (off, plain), (on, again) = (peak_of(budget, lambda: recompute_gradients(False)),
-                                 peak_of(budget, lambda: recompute_gradients(True)))
-    identical = all(np.array_equal(a, b) for a, b in zip(plain, again))
-    capped = capped_runs(recompute_gradients, off, on)
+    off, on, identical, capped = off_and_on(recompute_gradients)
     print("5. recompute: 4 blocks of 6 x Dense(64) + ReLU, batch 512, each block recomputed")
     print(ratio_line("device peak of a training step", on, off, " B") +
           "   (virtual GPU; the parameters are charged in both)")
     print(f"   capacity {capped['capacity']} (max_device_memory, halfway between the peaks): "
           f"off {capped[False]} | on {capped[True]}")
     print(f"   agree: gradients bit-identical: {identical}")
+
+
+def off_and_on(train):
+    """``train(flag)``'s device peaks with the feature off and on, whether both give the same
+    bits, and both runs again under a capacity halfway between the peaks."""
+    budget = virtual_gpu()
+    (off, plain), (on, again) = (peak_of(budget, lambda: train(False)),
+                                 peak_of(budget, lambda: train(True)))
+    identical = all(np.array_equal(a, b) for a, b in zip(plain, again))
+    return off, on, identical, capped_runs(train, off, on)
 
 
 def capped_runs(train, off, on):
@@ -346,11 +352,7 @@ def offload_training(offloaded):
 
 
 def offload():
-    budget = virtual_gpu()
-    (off, plain), (on, again) = (peak_of(budget, lambda: offload_training(False)),
-                                 peak_of(budget, lambda: offload_training(True)))
-    identical = all(np.array_equal(a, b) for a, b in zip(plain, again))
-    capped = capped_runs(offload_training, off, on)
+    off, on, identical, capped = off_and_on(offload_training)
     print("6. memory offload: 12 x Dense(64) + ReLU, batch 512, 2 Adam steps, "
           'memory_offload="ON"')
     print(ratio_line("device peak of training", on, off, " B") +

@@ -23,6 +23,7 @@ must hold the block its strategy (and its own identity record) says.
 Values are copied, never computed: the round trip N -> M -> 1 is bit for bit.
 """
 import json
+import math
 import os
 
 import numpy as np
@@ -271,17 +272,13 @@ def _check_unplanned_slices(entries, path, src, owner):
                  for param, layouts in src.items()
                  if name != param and name.endswith("." + param)
                  and param_of(name, value.shape, src) is None
-                 and 0 < value.size < _size(layouts.shape))
+                 and 0 < value.size < math.prod(layouts.shape))
     if odd:
         raise ValueError(f"{owner}: {path!r} holds {odd}: state of a parameter the source "
                          "strategy lays out, but neither its full shape nor its block (a "
                          "slice the strategy does not describe, such as optimizer parallel's "
                          "flat state slices); save those states whole, or transform the "
                          "parameters' checkpoint without them")
-
-
-def _size(shape):
-    return int(np.prod(shape)) if shape else 1
 
 
 def _entry_names(sources):

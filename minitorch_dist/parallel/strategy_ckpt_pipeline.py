@@ -15,11 +15,11 @@ used by several stages lists each). ``checkpoint_transform`` reads it as ``Place
 A per-stage file is refused there: it knows one stage only.
 """
 import glob
-import json
+import math
 import os
 
 from .sharding.checkpoint import layout_from_json, layout_json
-from .sharding.strategy_file import read_strategy_file
+from .sharding.strategy_file import read_strategy_file, write_layouts
 
 __all__ = ["PIPELINE_KEY", "PlacedLayout", "stage_entries", "write_stage_strategy_file",
            "check_stage_strategy_file", "merge_pipeline_strategys", "read_placed_strategy"]
@@ -89,33 +89,15 @@ def _stage_spec(param, devices, stages, stage):
                          "unset save_file for this job")
     if getattr(param, "sharding_layout", None) is not None:
         spec = layout_json(param)
-        if spec["device_matrix"] and _prod(spec["device_matrix"]) != len(devices):
+        if spec["device_matrix"] and math.prod(spec["device_matrix"]) != len(devices):
             raise ValueError(f"strategy_ckpt_config save_file: {param.name!r} is sliced over "
-                             f"{_prod(spec['device_matrix'])} ranks, but its stage {stage} has "
+                             f"{math.prod(spec['device_matrix'])} ranks, but its stage {stage} has "
                              f"{len(devices)} ({devices}); a stage's layouts cover its ranks")
     else:
         spec = {"device_matrix": [len(devices)], "tensor_map": [-1] * len(param.shape),
                 "shape": list(param.shape), "rank": 0}
     spec[PIPELINE_KEY] = {"stages": stages, "held_by": [[stage, list(devices)]], "merged": False}
     return spec
-
-
-def _prod(values):
-    out = 1
-    for v in values:
-        out *= v
-    return out
-
-
-def _write_json(path, content):
-    """Write through a temporary file: the ranks of one stage may write the same path."""
-    folder = os.path.dirname(path)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.{id(content)}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(content, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
 
 
 def stage_entries(network, topology, stages_of, only_trainable=True):
@@ -136,7 +118,7 @@ def stage_entries(network, topology, stages_of, only_trainable=True):
 
 def write_stage_strategy_file(path, network, topology, stages_of, only_trainable=True):
     """Write this rank's stage file (``stage_entries``) to ``path``."""
-    _write_json(path, stage_entries(network, topology, stages_of, only_trainable))
+    write_layouts(path, stage_entries(network, topology, stages_of, only_trainable))
 
 
 def check_stage_strategy_file(path, network, topology, stages_of, owner="strategy_ckpt_config "
@@ -330,4 +312,4 @@ def merge_pipeline_strategys(src_strategy_dirs, dst_strategy_file):
                          f"stage job in {src_strategy_dirs!r} (read: "
                          f"{[os.path.basename(p) for p in files]}); every stage's file is needed")
     _check_stage_ranks(by_stage, first[0], owner, src_strategy_dirs)
-    _write_json(dst_strategy_file, _merged_entries(by_stage, first[0], owner))
+    write_layouts(dst_strategy_file, _merged_entries(by_stage, first[0], owner))

@@ -18,7 +18,7 @@ from .checkpoint import layout_from_json, layout_json
 from .parameters import sliced_parameters
 from .rules import ShardingError
 
-__all__ = ["write_strategy_file", "check_strategy_file", "read_strategy_file"]
+__all__ = ["write_strategy_file", "write_layouts", "check_strategy_file", "read_strategy_file"]
 
 
 def _current(only_trainable=False):
@@ -33,12 +33,19 @@ def write_strategy_file(path, only_trainable=False):
     """Write the layouts of the parameters sliced so far to ``path`` (only the trainable ones
     with ``only_trainable``, MindSpore's ``only_trainable_params``), making its folder if
     needed (as MindSpore does: model-zoo scripts name a per-rank folder not yet there)."""
-    layouts = _current(only_trainable)
+    write_layouts(path, _current(only_trainable))
+
+
+def write_layouts(path, layouts):
+    """Write ``{name: layout dict}`` to ``path`` through a temporary file (ranks holding the
+    same layouts may write the same path), making its folder if needed."""
     folder = os.path.dirname(path)
     if folder:
         os.makedirs(folder, exist_ok=True)
-    with open(path, "w") as f:
+    tmp = f"{path}.{os.getpid()}.{id(layouts)}.tmp"
+    with open(tmp, "w") as f:
         json.dump(layouts, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
 
 
 def check_strategy_file(path, owner="strategy_ckpt_load_file"):
