@@ -120,3 +120,38 @@ def test_slots_defer_the_mirrors_to_one_reduction_after_backward(monkeypatch):
     for got, want in zip(slotted, free):
         for a, b in zip(got[0] + got[1], want[0] + want[1]):
             assert np.array_equal(a, b)
+
+
+def test_slots_leave_the_loss_reduction_until_after_backward(monkeypatch):
+    """The loss, averaged over the global batch, ends forward with an all-reduce. Under
+    slots it waits until after backward (``comm/final_reduction.py``): a rank's first
+    collective of a step is the gradients' (size 202), then the loss and the check of its
+    seed; without slots the loss (size 1) goes first, while the activations are held. The
+    losses returned are the same bits."""
+    import threading
+    from minitorch_dist import gradients
+    sizes, losses = {}, {}
+    allreduce, detached = LocalCommunicator.allreduce, gradients._detached
+
+    def recorded(self, x, *args, **kwargs):
+        sizes.setdefault(threading.current_thread().name, []).append(int(x.size))
+        return allreduce(self, x, *args, **kwargs)
+
+    def returned(out):
+        losses.setdefault(threading.current_thread().name, []).append(out.asnumpy().copy())
+        return detached(out)
+
+    monkeypatch.setattr(LocalCommunicator, "allreduce", recorded)
+    monkeypatch.setattr(gradients, "_detached", returned)
+    _train(False)
+    free_sizes, free_losses = dict(sizes), dict(losses)
+    sizes.clear(), losses.clear()
+    _train(True)
+    assert len(sizes) == RANKS
+    for name, seq in sizes.items():
+        assert seq == [202, 1, 1] * STEPS
+        assert free_sizes[name][:2] == [1, 1] and len(free_sizes[name]) == 7 * STEPS
+    for name, values in losses.items():
+        assert len(values) == STEPS
+        assert all(np.array_equal(a, b) for a, b in zip(values, free_losses[name]))
+        assert np.array_equal(values[0], losses["local-rank-0"][0])

@@ -25,6 +25,7 @@ import bisect
 
 from ..communication import hooks
 from .comm.collectives import MirrorDeferral
+from .comm.final_reduction import FinalReductions
 from .comm.rows import gather_rows
 from .comm_fusion_options import check_comm_fusion
 from .context import get_auto_parallel_context, shards_operators
@@ -130,7 +131,9 @@ class FusedMirrors:
     ``comm_fusion``'s allreduce "size"/"index" modes), the mirrors inside hand their
     gradients back unreduced and ``finish`` reduces them, one allreduce per group; so do
     they under the launcher's compute slots (``hooks.overlap_allowed()`` False), the default
-    group being all of them; otherwise nothing changes (each mirror reduces its gradient
+    group being all of them, and there the network's closing all-reduce (a loss averaged
+    over the global batch) waits until after backward as well (``comm/final_reduction.py``),
+    so that no rank waits for the others holding its activations; otherwise nothing changes (each mirror reduces its gradient
     alone as backward reaches it).
     ``network`` (the function or cell differentiated): one holding a
     ``MicroBatchInterleaved`` defers too, so the copies' gradients travel once per step."""
@@ -148,6 +151,10 @@ class FusedMirrors:
         if groups_for("allreduce", weights)[0] in ("ids", "index") or _has_copies(network) \
                 or not hooks.overlap_allowed():
             self.deferral = MirrorDeferral()
+            if not hooks.overlap_allowed():
+                # and the forward's closing all-reduce (a loss averaged over the global
+                # batch) waits until after backward too: comm/final_reduction.py
+                self.deferral.final_reductions = FinalReductions()
 
     def __enter__(self):
         if self.deferral is not None:
@@ -165,4 +172,6 @@ class FusedMirrors:
         grads = list(grads)
         if self.deferral is not None and self.deferral.comms:
             reduce_deferred(list(targets), grads, self.deferral)
+        if self.deferral is not None and self.deferral.final_reductions is not None:
+            self.deferral.final_reductions.finish()
         return grads

@@ -395,6 +395,7 @@ class MirrorDeferral:
 
     def __init__(self):
         self.comms = {}
+        self.final_reductions = None    # a FinalReductions where the last all-reduce may wait
 
     def note(self, array, comm):
         self.comms[id(array)] = comm

@@ -33,6 +33,7 @@ from ...runtime import _once
 from ...thread_state import ThreadState
 from ...ops.primitive import set_primitive_hook
 from ..comm.collectives import run_inserted
+from ..comm.final_reduction import final_reductions
 from .layout import TensorLayout, group_ranks
 from .propagation import input_layout, output_layout
 from .redistribution import plan_redistribution, redistribute
@@ -171,7 +172,9 @@ class LocalRun:
     def communicate(self, node, shard_plan, step, tensor):
         ranks = group_ranks(shard_plan.device_matrix, step.axes, self.rank)
         group = self.program.group(ranks)
-        if step.kind == "all_reduce":
+        if step.kind == "all_reduce" and self.closes_forward(node, step, group):
+            out = final_reductions().defer(tensor, group, step.op)
+        elif step.kind == "all_reduce":
             out = run_inserted("all_reduce", tensor, group, op=step.op)
         elif step.kind == "reduce_scatter":
             out = run_inserted("reduce_scatter", tensor, group, axis=step.dim, op=step.op)
@@ -180,6 +183,14 @@ class LocalRun:
         if self.listing is not None:
             self.listing.collective(node, step, ranks, tensor, out)
         return out
+
+    def closes_forward(self, node, step, group):
+        """Whether this all-reduce may wait until after backward: a sum or mean in the
+        network's last call, inside a differentiation that defers it
+        (``final_reduction.py``)."""
+        finals = final_reductions()
+        return (finals is not None and step.op in ("sum", "mean") and not self.replaying
+                and node.index == len(self.graph.nodes) - 1 and finals.accepts(group))
 
     def note(self, node, local_inputs, out):
         if self.listing is not None:

@@ -38,6 +38,7 @@ from ...nn.cell import Cell, set_cell_hook
 from ...ops.primitive import Primitive
 from ...recompute import recomputed_call
 from ...tensor import Tensor
+from ..comm.final_reduction import settle
 from ..context import ParallelMode, check_job_size, get_auto_parallel_context
 from .executor import LocalRun, active_run
 from ..dynamic_shape import declarations_version, has_dynamic_inputs
@@ -352,6 +353,7 @@ def _finish(tensor, run, program, batch):
         return tensor
     want = output_target(have.shape, program.world, batch)
     if plan_redistribution(have, want):
+        settle(tensor)      # a deferred total is read here: it cannot wait for backward
         tensor = redistribute(tensor, have, want, program.rank, program.group)
     copies = math.prod(want.axis_size(a) for a in want.replicated_axes())
     return _ReplicaShare(copies)(tensor) if tensor.requires_grad and copies > 1 else tensor
