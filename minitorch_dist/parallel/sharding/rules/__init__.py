@@ -18,7 +18,8 @@ the plan's ``forward_comm``. ``base`` explains the vocabulary; each family has a
 * ``tile``: Tile (the strategy splits the multiples' positions); ``unique``: Unique (whole);
 * ``nd_indexing``: GatherNd (indices' leading dims split, x whole);
 * ``layer_norm``: LayerNorm (the normalised axes whole, gamma/beta split like x);
-* ``bias_add``: BiasAdd (the bias split like x's channel axis).
+* ``bias_add``: BiasAdd (the bias split like x's channel axis);
+* ``one_hot``: OneHot (the indices split like the output's rows, the depth axis whole).
 """
 from .errors import ShardingError
 from .base import (CommStep, ShardPlan, Rule, coordinates, dim_split, keep_inputs, register,
@@ -26,7 +27,7 @@ from .base import (CommStep, ShardPlan, Rule, coordinates, dim_split, keep_input
 from .planning import candidates, check_strategy, default_strategy, local_call, plan, run_local
 from . import matmul, elementwise, reduction, softmax, loss, shape, gather, axis_ops  # noqa: F401,E501  (register)
 from . import tile, unique, nd_indexing, layer_norm  # noqa: F401  (register)
-from . import bias_add, batch_norm, conv  # noqa: F401  (register)
+from . import bias_add, batch_norm, conv, one_hot  # noqa: F401  (register)
 
 __all__ = ["ShardingError", "CommStep", "ShardPlan", "Rule", "plan", "candidates",
            "default_strategy", "rule_for", "register", "supported_primitives", "local_call",
