@@ -8,9 +8,11 @@ again when the wait returns. At most K ranks then hold live activations at once,
 job's peak memory is about K x (one rank's activations) + N x (its parameters, gradients
 and optimizer state); the math is the same, only the order in which ranks run changes, so
 the results are the same bits as without slots. That bound needs the ranks to communicate
-after their backward (``hooks.overlap_allowed()`` tells code that can wait so): a forward
-that itself waits for the others (an operator-sharded loss averaged over the global batch
-ends with an allreduce) leaves every rank holding its forward's activations at that wait.
+after their backward (``hooks.overlap_allowed()`` tells code that can wait so; an
+operator-sharded network's closing allreduce, a loss averaged over the global batch, waits
+until after backward too: ``parallel/comm/final_reduction.py``). A forward that waits for
+the others in its middle (a model-parallel layer's allreduce) leaves every rank holding the
+activations made so far at that wait.
 
 No deadlock: a rank never waits for other ranks while it holds a slot. The slots are K
 lock files in the job directory (``compute_slot.<i>.lock``), taken with ``fcntl.flock``:
