@@ -109,8 +109,8 @@ def checkpoint_entries(cell):
     taken, out = set(), []
     full_paths = None
     for path, param in cell.parameters_and_names():
-        if param.released:
-            continue    # held by another pipeline stage's process
+        if _held_elsewhere(param):
+            continue
         name = param.name or path
         if name in taken:
             name = path
@@ -123,6 +123,12 @@ def checkpoint_entries(cell):
         taken.add(name)
         out.append((name, param))
     return out
+
+
+def _held_elsewhere(param):
+    """A parameter another pipeline stage's process holds (released here), or an optimizer
+    state of one: this process never updates it, so its zeros are nobody's values."""
+    return param.released or getattr(getattr(param, "slot_of", None), "released", False)
 
 
 def _attribute_paths(cell, prefix="", found=None):

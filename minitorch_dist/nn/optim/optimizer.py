@@ -157,6 +157,7 @@ class Optimizer(Cell):
             dev = self._update_device(param)
             zeros = Tensor._make(dev.xp.zeros(param.shape, param.dtype), dev)
             state = Parameter(zeros, name=f"{name}.{key}", requires_grad=False)
+            state.slot_of = param       # checkpoints follow the parameter (pipeline stages)
             if getattr(param, "row_slice", None) is not None:   # a row-sliced table's state
                 state.row_slice = param.row_slice               # holds the same rows
             setattr(store, key, state)
