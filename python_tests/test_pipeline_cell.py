@@ -250,8 +250,8 @@ def test_released_parameters_are_left_out_of_checkpoints(tmp_path):
 
 def test_optimizer_states_of_released_parameters_are_left_out_too(tmp_path):
     """A pipeline rank never updates another stage's parameters, so its optimizer state for
-    them is zeros that are nobody's values: saved, they overwrote the owner's moments when
-    the files were read together; loaded, they were required of the rank's own file."""
+    them is zeros that are nobody's values: saved, they stood beside the owner's moments in
+    the stage files; loaded, they were required of the rank's own file."""
     net = nn.Dense(2, 2)
     step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()),
                                nn.Momentum(net.trainable_params(), 0.1, 0.9))
