@@ -12,4 +12,5 @@ PYBIND11_MODULE(_C, m) {
     mtd::register_winograd(m);
     mtd::register_batchnorm(m);
     mtd::register_multi_optim(m);
+    mtd::register_elementwise(m);
 }

@@ -12,6 +12,7 @@
 
 #include "common.h"
 #include "kernels.h"
+#include "simd_dispatch.h"
 
 // a*b+c stays two roundings even where the target has FMA (a build with -march=native)
 #if defined(__clang__)
@@ -95,24 +96,19 @@ struct SgdArgs {
     bool has_wd, first_dampened, unit_keep, nesterov;
 };
 
-// The loops are compiled twice, for baseline x86-64 and for AVX2 (8 floats a vector, as
-// NumPy's own loops use), and picked at run time. AVX2 without FMA: no contraction.
-#if defined(__GNUC__) && defined(__x86_64__)
-#define MTD_INLINE inline __attribute__((always_inline))
-#define MTD_AVX2 __attribute__((target("avx2")))
-#define MTD_HAVE_AVX2 1
-#else
-#define MTD_INLINE inline
-#define MTD_HAVE_AVX2 0
-#endif
-
+// Unrolled by 8: the loop's own counter and branch are paid once per 8 vectors. p stays the
+// first operand of the subtraction, as in NumPy's p -= g*gs, so even a NaN minus a NaN
+// gives NumPy's NaN (x86 returns the first one).
 template <typename T>
 MTD_INLINE void plain_sgd(T* p, const T* g, std::int64_t n, const SgdArgs& a) {
     const T decay = static_cast<T>(a.decay), gs = static_cast<T>(a.g_scale);
-    if (a.has_wd)   // p *= decay, then p -= g * gs: two roundings, as NumPy's two statements
+    if (a.has_wd) {  // p *= decay, then p -= g * gs: two roundings, as NumPy's two statements
+#pragma GCC unroll 8
         for (std::int64_t j = 0; j < n; ++j) p[j] = (p[j] * decay) - g[j] * gs;
-    else
+    } else {
+#pragma GCC unroll 8
         for (std::int64_t j = 0; j < n; ++j) p[j] = p[j] - g[j] * gs;
+    }
 }
 
 template <typename T>
@@ -205,10 +201,6 @@ MTD_AVX2 void adam_loop_avx2(T* p, const T* g, T* m, T* v, std::int64_t n, const
     adam(p, g, m, v, n, a);
 }
 
-bool cpu_has_avx2() {
-    static const bool has = __builtin_cpu_supports("avx2");
-    return has;
-}
 #endif
 
 template <typename T>

@@ -12,6 +12,9 @@ import functools
 import weakref
 from time import perf_counter
 
+import numpy as np
+
+from . import kernels
 from .backend import half
 from .backward_observer import BackwardObserver, FinalGradients
 from .thread_state import ThreadState
@@ -82,7 +85,9 @@ class Node:
     @property
     def inputs(self):
         """The inputs: each tensor, or its link once the tensor itself is gone."""
-        return tuple([_live(t) if type(t) is InputLink else t for t in self._links])
+        # _live inlined: this runs once per node and backward pass
+        return tuple([t if type(t) is not InputLink or (live := t.tensor()) is None else live
+                      for t in self._links])
 
     @property
     def n_outputs(self):
@@ -127,6 +132,9 @@ def unbroadcast(grad, shape):
         # fewer axes than the input: only a size-preserving reshape is a fit; anything else is
         # left as is so that the caller reports the primitive that produced it
         return grad.reshape(shape) if grad.size == _size(shape) else grad
+    if extra == 1 and grad.ndim == 2 and shape[0] == grad.shape[1] and \
+            type(grad) is np.ndarray and grad.dtype.char in "fd":
+        return kernels.sum_rows(grad)   # a bias gradient: one pass in C++ where built
     axes = tuple(range(extra)) + tuple(
         i + extra for i, n in enumerate(shape) if n == 1 and grad.shape[i + extra] != 1)
     if axes:
@@ -401,7 +409,7 @@ def _own(grad, claimed, xp):
         return grad
     if not isinstance(grad, xp.ndarray):
         return xp.array(grad)      # a NumPy scalar (from 0-d arithmetic) becomes a fresh array
-    owner = _memory_owner(grad)
+    owner = grad if grad.base is None else grad.base     # _memory_owner, inlined
     if id(owner) in claimed or not getattr(grad.flags, "writeable", True):
         return grad.copy()
     claimed[id(owner)] = owner   # keeps owner alive, so its id cannot be reused meanwhile

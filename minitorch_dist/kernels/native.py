@@ -254,3 +254,33 @@ def _non_negative_lr(lr):
     if not lr >= 0:
         raise ValueError(f"lr must be >= 0, got {lr!r}")
     return float(lr)
+
+
+# One-pass element-wise kernels (cpp/elementwise.cpp). They run on every step of a dense
+# network, so each takes what the C++ loop serves (float32/float64 in native byte order,
+# C-contiguous, one dtype) with a few attribute reads and hands anything else to its twin.
+_ndarray = np.ndarray
+_HOST_FLOATS = frozenset([np.dtype(np.float32), np.dtype(np.float64)])   # '>f4' is not in it
+
+
+def relu(x):
+    if type(x) is _ndarray and x.dtype in _HOST_FLOATS and x.flags.c_contiguous:
+        return _C.relu(x)
+    return reference.relu(x)
+
+
+def relu_backward(g, y):
+    if type(g) is _ndarray and type(y) is _ndarray and g.shape == y.shape and \
+            g.dtype in _HOST_FLOATS and y.dtype == g.dtype and g.flags.c_contiguous and \
+            y.flags.c_contiguous:
+        return _C.relu_backward(g, y)
+    return reference.relu_backward(g, y)
+
+
+def sum_rows(g):
+    # NumPy adds the rows in order only when a row has two or more elements (a single
+    # column is one contiguous run, which it sums pairwise): the twin takes that case
+    if type(g) is _ndarray and g.ndim == 2 and g.shape[1] > 1 and g.dtype in _HOST_FLOATS \
+            and g.flags.c_contiguous:
+        return _C.sum_rows(g)
+    return reference.sum_rows(g)

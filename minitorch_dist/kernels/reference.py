@@ -468,3 +468,26 @@ def _non_negative_lr(lr):
     if not lr >= 0:
         raise ValueError(f"lr must be >= 0, got {lr!r}")
     return float(lr)
+
+
+# --- one-pass element-wise passes of a dense layer's step (issue 29) ---------------------
+
+def relu(x):
+    """``max(x, 0)`` in a new array of x's layout: NaN stays NaN, -0 becomes +0.
+
+    >>> import numpy as np
+    >>> relu(np.array([-1.0, 0.0, 2.0], np.float32)).tolist()
+    [0.0, 0.0, 2.0]
+    """
+    return np.maximum(x, 0, out=np.empty_like(x))
+
+
+def relu_backward(g, y):
+    """``g * (y > 0)`` in y's layout (``y``: ReLU's output): a product, so ``g * 0`` keeps
+    g's sign and ``inf * 0`` is NaN."""
+    return np.multiply(g, y > 0, out=np.empty_like(y, dtype=g.dtype))
+
+
+def sum_rows(g):
+    """``g.sum(axis=0)``: the bias gradient of a 2-D ``g``."""
+    return g.sum(axis=0)

@@ -7,6 +7,9 @@ gives 0, which is within the smallest normal float of the true value.
 import contextlib
 import math
 
+import numpy as np
+
+from .. import kernels
 from ..backend import dtypes
 from .axes import normalize_axis
 from .elementwise import as_float, fresh
@@ -71,6 +74,8 @@ class ReLU(Primitive):
             # sign bit decides alone (negative halves and -0 become +0), a SIMD loop
             out = xp.maximum(x.view(xp.int16), 0, out=xp.empty_like(x).view(xp.int16))
             out = out.view(x.dtype)
+        elif xp is np:      # one pass in C++ where built (cpp/elementwise.cpp), same bits
+            out = kernels.relu(x)
         else:
             out = xp.maximum(x, 0, out=xp.empty_like(x))
         ctx.save_for_backward(out)
@@ -90,6 +95,8 @@ class ReLU(Primitive):
             return (keep.view(g.dtype),)
         # in out's memory layout (channels-last after a convolution), whatever g's: the
         # gradient then reaches BatchNorm and the convolution in the layout they work in
+        if xp is np:        # one pass, no bool mask (cpp/elementwise.cpp), same bits
+            return (kernels.relu_backward(g, out),)
         return (xp.multiply(g, out > 0, out=xp.empty_like(out, dtype=g.dtype)),)
 
 

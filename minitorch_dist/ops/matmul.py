@@ -11,7 +11,8 @@ __all__ = ["MatMul", "BatchMatMul", "matmul", "batch_matmul"]
 
 
 def _t(xp, a, flag):
-    return xp.swapaxes(a, -1, -2) if flag else a
+    # the array's own method: xp.swapaxes is a Python wrapper around it (NumPy's fromnumeric)
+    return a.swapaxes(-1, -2) if flag else a
 
 
 def _mm(xp, a, b):
@@ -84,9 +85,9 @@ class BatchMatMul(Primitive):
             g = half.widen(g)
         ga = gb = None
         if ctx.needs_input_grad[0]:
-            ga = _mm(xp, _t(xp, b, tb), xp.swapaxes(g, -1, -2)) if ta else _mm(xp, g, _t(xp, b, not tb))
+            ga = _mm(xp, _t(xp, b, tb), g.swapaxes(-1, -2)) if ta else _mm(xp, g, _t(xp, b, not tb))
         if ctx.needs_input_grad[1]:
-            gb = _mm(xp, xp.swapaxes(g, -1, -2), _t(xp, a, ta)) if tb else _mm(xp, _t(xp, a, not ta), g)
+            gb = _mm(xp, g.swapaxes(-1, -2), _t(xp, a, ta)) if tb else _mm(xp, _t(xp, a, not ta), g)
         if ctx.half:    # each gradient rounded once to the inputs' float16
             ga = None if ga is None else half.narrow(ga)
             gb = None if gb is None else half.narrow(gb)

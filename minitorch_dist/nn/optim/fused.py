@@ -30,6 +30,7 @@ __all__ = ["apply_fused", "native_kernels"]
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _ndarray = np.ndarray
 _eligible_classes = weakref.WeakKeyDictionary()
+_plans = weakref.WeakKeyDictionary()      # optimizer -> its _Plan
 
 
 def native_kernels():
@@ -52,8 +53,9 @@ def _class_fusable(cls):
 
 def apply_fused(opt, gradients, rates, step):
     """Update every qualifying parameter of ``opt`` with the fused kernels; returns the set
-    of the indices it updated (empty when nothing qualified). One flat pass over the
-    parameters: this runs every step, so it calls no helper per parameter."""
+    of the indices it updated (empty when nothing qualified). The parameter side is checked
+    once into a ``_Plan``; each step checks only that plan's arrays are still the same
+    objects, and the gradients, which are new every step."""
     if native_kernels() is None or not _class_fusable(type(opt)) or not opt._fused_ready():
         return ()
     own = opt.__dict__
@@ -62,46 +64,114 @@ def apply_fused(opt, gradients, rates, step):
     target = opt._target_device
     if target is not None and not target.is_host:
         return ()           # host parameters are updated on the device target
-    slots = list(opt._slots.values())
-    group_of = opt._group_of
-    batches = {}
-    for i, (param, grad) in enumerate(zip(opt.parameters, gradients)):
+    plan = _plans.get(opt)
+    if plan is None or not plan.holds(opt):
+        plan = _plans[opt] = _Plan(opt)
+    done = set()
+    for (group, dtype), (indices, tensors, state_tensors, devices) in plan.batches.items():
+        params = [t.data for t in tensors]          # the plan checked these very arrays
+        states = [[t.data for t in column] for column in state_tensors]
+        grads = []
+        for i, device in zip(indices, devices):
+            grad = gradients[i]
+            g = grad.data if type(grad) is Tensor and grad.device is device else grad
+            if type(g) is not _ndarray or g.dtype != dtype or not g.flags.c_contiguous:
+                break
+            grads.append(g)
+        else:
+            _run(opt, indices, params, grads, states, rates[group], group, step)
+            done.update(indices)
+            continue
+        kept = _qualifying(gradients, indices, devices, dtype)   # None or an odd gradient
+        if kept:
+            _run(opt, [indices[k] for k, _ in kept], [params[k] for k, _ in kept],
+                 [g for _, g in kept], [[column[k] for k, _ in kept] for column in states],
+                 rates[group], group, step)
+            done.update(indices[k] for k, _ in kept)
+    return done
+
+
+def _qualifying(gradients, indices, devices, dtype):
+    """``(position, gradient array)`` for the members whose gradient the kernel takes."""
+    kept = []
+    for k, (i, device) in enumerate(zip(indices, devices)):
+        grad = gradients[i]
         if grad is None:
             continue
-        device, data = param.device, param.data
-        if type(data) is not _ndarray or not device.is_host or \
-                (target is not None and target is not device):
-            continue
         g = grad.data if isinstance(grad, Tensor) and grad.device is device else grad
-        dtype = data.dtype
-        if type(g) is not _ndarray or g.dtype != dtype or dtype not in _DTYPES or \
-                not data.flags.c_contiguous or not g.flags.c_contiguous:
-            continue
+        if type(g) is _ndarray and g.dtype == dtype and g.flags.c_contiguous:
+            kept.append((k, g))
+    return kept
+
+
+def _run(opt, indices, params, grads, states, lr, group, step):
+    start = perf_counter()
+    opt._fused_update(params, grads, states, lr, opt._group_wds[group], step)
+    _record(opt, indices, grads, perf_counter() - start)
+
+
+class _Plan:
+    """``apply_fused``'s parameter-side checks, made once: the parameters that qualify
+    (C-contiguous float32/float64 host arrays, updated where they live, with every state
+    array alike), batched by (group, dtype). It holds while the optimizer's parameter tuple,
+    target and state columns are the same objects, and so is every parameter's and state's
+    array and device (``set_data``, a moved state or a new state column makes a new plan).
+    It refers to the arrays weakly: an array a parameter dropped is not kept alive here."""
+
+    def __init__(self, opt):
+        self.parameters, self.target = opt.parameters, opt._target_device
+        self.columns = list(opt._slots.values())
+        self.watched = []       # (tensor, weak ref to its array, its device): all it read
+        self.batches = {}       # (group, dtype) -> (indices, params, state columns, devices)
+        for i, param in enumerate(self.parameters):
+            self._add(i, param, opt._group_of[i])
+
+    def _add(self, i, param, group):
+        device, data = param.device, param.data
+        self.watched.append((param, _weak(data), device))
+        target, dtype = self.target, data.dtype
+        if type(data) is not _ndarray or not device.is_host or \
+                (target is not None and target is not device) or dtype not in _DTYPES or \
+                not data.flags.c_contiguous:
+            return
         states = []
-        for column in slots:
+        for column in self.columns:
             state = column[i]
             s = state.data
+            self.watched.append((state, _weak(s), state.device))
             if state.device is not device or type(s) is not _ndarray or s.dtype != dtype or \
                     s.shape != data.shape or not s.flags.c_contiguous:
-                break       # a state elsewhere or sliced: the per-parameter path moves it
-            states.append(s)
-        else:
-            key = (group_of[i], dtype)
-            batch = batches.get(key)
-            if batch is None:
-                batch = batches[key] = ([], [], [], [[] for _ in slots])
-            batch[0].append(i)
-            batch[1].append(data)
-            batch[2].append(g)
-            for column, s in zip(batch[3], states):
-                column.append(s)
-    done = set()
-    for (group, _), (indices, params, grads, states) in batches.items():
-        start = perf_counter()
-        opt._fused_update(params, grads, states, rates[group], opt._group_wds[group], step)
-        _record(opt, indices, grads, perf_counter() - start)
-        done.update(indices)
-    return done
+                return      # a state elsewhere or sliced: the per-parameter path moves it
+            states.append(state)
+        batch = self.batches.get((group, dtype))
+        if batch is None:
+            batch = self.batches[(group, dtype)] = ([], [], [[] for _ in self.columns], [])
+        batch[0].append(i)
+        batch[1].append(param)
+        for column, s in zip(batch[2], states):
+            column.append(s)
+        batch[3].append(device)
+
+    def holds(self, opt):
+        if opt.parameters is not self.parameters or opt._target_device is not self.target:
+            return False
+        columns = opt._slots.values()
+        if len(columns) != len(self.columns) or \
+                any(a is not b for a, b in zip(columns, self.columns)):
+            return False
+        for tensor, array, device in self.watched:
+            if tensor.data is not array() or tensor.device is not device:
+                return False
+        return True
+
+
+def _weak(array):
+    """A weak reference to ``array``, or for a type without them (never one the kernels take)
+    a callable that returns it."""
+    try:
+        return weakref.ref(array)
+    except TypeError:
+        return lambda: array
 
 
 def _record(opt, indices, grads, seconds):
