@@ -79,15 +79,21 @@ class Node:
     def __init__(self, prim, ctx, inputs, out_meta=None):
         self.prim = prim
         self.ctx = ctx
-        self._links = tuple([t if t is None or t.grad_fn is None else InputLink(t) for t in inputs])
+        links = []          # a loop, not a comprehension: no frame of its own per node
+        for t in inputs:
+            links.append(t if t is None or t.grad_fn is None else InputLink(t))
+        self._links = tuple(links)
         self.out_meta = out_meta    # (shape, dtype) per output for multi-output primitives
 
     @property
     def inputs(self):
         """The inputs: each tensor, or its link once the tensor itself is gone."""
-        # _live inlined: this runs once per node and backward pass
-        return tuple([t if type(t) is not InputLink or (live := t.tensor()) is None else live
-                      for t in self._links])
+        # _live inlined, in a loop rather than a comprehension: this runs once per node and
+        # backward pass
+        resolved = []
+        for t in self._links:
+            resolved.append(t if type(t) is not InputLink or (live := t.tensor()) is None else live)
+        return tuple(resolved)
 
     @property
     def n_outputs(self):
@@ -154,20 +160,23 @@ def _size(shape):
 def _fit(grad, tensor, prim):
     """Shape and dtype of ``grad`` made equal to ``tensor``'s; a mismatch is a primitive bug."""
     xp = tensor.device.xp
+    # a tensor's shape and dtype are its array's: read there, not through two property calls
+    meta = tensor if type(tensor) is InputLink else tensor.data
+    shape = meta.shape
     if not isinstance(grad, xp.ndarray):
         if isinstance(grad, RowTensor):
-            if tuple(grad.dense_shape) != tensor.shape:
+            if tuple(grad.dense_shape) != shape:
                 raise RuntimeError(f"{prim.name}: sparse gradient of shape {grad.dense_shape} "
-                                   f"for an input of shape {tensor.shape}")
+                                   f"for an input of shape {shape}")
             return grad
         grad = xp.asarray(grad)   # NumPy turns 0-d results into scalars; gradients stay arrays
-    if grad.shape != tensor.shape:
-        grad = unbroadcast(grad, tensor.shape)
-        if grad.shape != tensor.shape:
+    if grad.shape != shape:
+        grad = unbroadcast(grad, shape)
+        if grad.shape != shape:
             raise RuntimeError(f"{prim.name}.backward returned a gradient of shape {grad.shape} "
-                               f"for an input of shape {tensor.shape}")
-    if grad.dtype != tensor.dtype:
-        grad = half.convert(grad, tensor.dtype)
+                               f"for an input of shape {shape}")
+    if grad.dtype != meta.dtype:
+        grad = half.convert(grad, meta.dtype)
     return grad
 
 
@@ -313,7 +322,11 @@ def _hand_out(leaves, targets, root_grads, taken):
         if tid not in taken:
             entry[1] = _own(entry[1], claimed, entry[0].device.xp)
     if targets is not None:
-        return [leaves[id(t)][1] if id(t) in leaves else None for t in targets]
+        grads = []      # a loop, not a comprehension: one look-up per target, no frame
+        for t in targets:
+            entry = leaves.get(id(t))
+            grads.append(None if entry is None else entry[1])
+        return grads
     for tensor, grad in leaves.values():
         tensor._accumulate_grad(grad)
     return None

@@ -132,6 +132,22 @@ def record_update(name, device, seconds, nbytes):
     row["bytes"] += count
 
 
+def record_updates(rows):
+    """``record_update`` for the parameters of one fused optimizer call in one call: ``rows``
+    holds ``(name, device, seconds, nbytes)`` tuples whose names (non-empty strings) and
+    byte counts (arrays' ``nbytes``) the optimizer made, so only the device is looked at."""
+    for name, device, spent, count in rows:
+        device_name = device.name if type(device) is Device else \
+            get_device(device).name if device is not None else "-"
+        row = _updates.get(name)
+        if row is None:
+            row = _updates[name] = {"device": device_name, "calls": 0, "seconds": 0.0, "bytes": 0}
+        row["device"] = device_name
+        row["calls"] += 1
+        row["seconds"] += spent
+        row["bytes"] += count
+
+
 def gradient_nbytes(grad):
     """Bytes of a gradient as an optimizer applies it: an array's or Tensor's ``nbytes``; a
     ``RowTensor``'s indices and values (its rows, never the dense table); 0 for None.

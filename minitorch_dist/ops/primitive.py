@@ -175,9 +175,6 @@ class Primitive:
         return f"{type(self).__name__}(name={self.name}{target})"
 
     # ---- dispatch ---------------------------------------------------------------------
-    def __call__(self, *inputs, **attrs):
-        return self.apply(*inputs, **attrs)
-
     def _device_for(self, inputs):
         if self._target_spec is not None:
             if self._target_device is None:   # the first call since set_device
@@ -206,6 +203,14 @@ class Primitive:
             return _recompute_runner[0](lambda *xs: self.run(*xs, **attrs), inputs)
         return self.run(*inputs, **attrs)
 
+    __call__ = apply     # one call less per primitive call
+
+    def __init_subclass__(cls, **kwargs):
+        # a subclass (a user's too) that overrides apply is called through its own apply
+        super().__init_subclass__(**kwargs)
+        if "apply" in cls.__dict__ and "__call__" not in cls.__dict__:
+            cls.__call__ = cls.__dict__["apply"]
+
     def recompute(self, mode=True):
         """MindSpore's ``Primitive.recompute``: keep only this call's inputs for backward and
         run the forward again there (``minitorch_dist/recompute.py``)."""
@@ -219,16 +224,29 @@ class Primitive:
         recording (the tape node and the statistics)."""
         start = perf_counter()
         device = self._device_for(inputs)
-        placed = self._placed(inputs, device)
-        ctx, out = self._forward(placed, device, attrs)
-        return self._recorded(ctx, placed, out, start)
+        if device.memory is None:
+            arrays, needs, placed = _plain_inputs(self, inputs, device)
+        else:
+            arrays, placed = None, self._placed(inputs, device)
+        if arrays is None:   # a constant, a tensor to copy, or a device with a capacity
+            ctx, out = self._forward(placed, device, attrs)
+            return self._recorded(ctx, _tape_inputs(placed), out, start)
+        # the common case: every input a tensor already on ``device``, found in one pass
+        ctx = Context(device)
+        needs = tuple(needs) if any(needs) and self.differentiable and _grad_state.enabled \
+            else (False,) * len(needs)
+        # one shared tuple per pattern of up to 4 inputs: a tape node keeps none of its own
+        ctx.needs_input_grad = _needs_patterns.setdefault(needs, needs) if len(needs) <= 4 \
+            else needs
+        return self._recorded(ctx, inputs, self._called(ctx, arrays, attrs, None), start)
 
-    def _placed(self, inputs, device):
+    def _placed(self, inputs, device, start=0):
         """``inputs`` with every tensor on ``device``: each tensor prepares for the use (a
         Parameter may settle there for good), and one living elsewhere is copied through an
         autograd-aware copy (backward copies the gradient back). The common case, nothing to
-        copy, returns ``inputs`` itself rather than a new list."""
-        for x in inputs:
+        copy, returns ``inputs`` itself rather than a new list. The ``start`` inputs before
+        are on ``device`` and prepared already (``_plain_inputs``)."""
+        for x in inputs[start:] if start else inputs:
             if isinstance(x, Tensor):
                 x.prepare_use(device, self)
                 if x.device is not device:
@@ -274,9 +292,14 @@ class Primitive:
             needs = tuple([isinstance(x, Tensor) and x.requires_grad for x in placed])
         else:
             needs = (False,) * len(placed)
-        # one shared tuple per pattern of up to 4 inputs: a tape node keeps none of its own
         ctx.needs_input_grad = _needs_patterns.setdefault(needs, needs) if len(needs) <= 4 \
             else needs
+        return ctx, self._called(ctx, arrays, attrs, memory)
+
+    def _called(self, ctx, arrays, attrs, memory):
+        """``forward``'s output arrays, charged to ``memory`` (a device's capacity, or None),
+        with errors rewritten to name this primitive."""
+        device = ctx.device
         try:
             out = self.forward(ctx, *arrays, **attrs)
         except MemoryError as err:   # CuPy's out-of-memory: say what and what to do
@@ -298,25 +321,46 @@ class Primitive:
                 out = np.asarray(out)
             if memory is not None:
                 _charge(memory, (out,))
-        return ctx, out
+        return out
 
-    def _recorded(self, ctx, placed, out, start):
-        """The output tensors, with a tape node when a gradient is needed (floating outputs
-        only), and this call counted in the statistics."""
+    def _recorded(self, ctx, tape_inputs, out, start):
+        """The output tensors, with a tape node on ``tape_inputs`` (the tensors, None for
+        each constant) when a gradient is needed (floating outputs only), and this call
+        counted in the statistics."""
         device = ctx.device
         grad_on = any(ctx.needs_input_grad)
         if isinstance(out, tuple):
-            node = Node(self, ctx, _tape_inputs(placed), tuple((o.shape, o.dtype) for o in out)) \
+            node = Node(self, ctx, tape_inputs, tuple((o.shape, o.dtype) for o in out)) \
                 if grad_on else None
             result = tuple(Tensor._make(o, device, grad_on and o.dtype.kind == "f",
                                         node if grad_on and o.dtype.kind == "f" else None, i)
                            for i, o in enumerate(out))
         else:
             differentiable = grad_on and out.dtype.kind == "f"
-            node = Node(self, ctx, _tape_inputs(placed)) if differentiable else None
+            node = Node(self, ctx, tape_inputs) if differentiable else None
             result = Tensor._make(out, device, differentiable, node, 0)
-        count_call(self, device, perf_counter() - start)
+        if not self.calls:       # count_call, inlined: this runs once per primitive call
+            _list_ran(self)
+        self.calls += 1
+        self.device_used = device
+        self.forward_time += perf_counter() - start
         return result
+
+
+def _plain_inputs(prim, inputs, device):
+    """Dispatch's common case in one pass: ``(arrays, needs_input_grad, inputs)`` when every
+    input is a tensor on ``device`` (after its ``prepare_use``); else ``(None, None, placed)``
+    with ``placed`` as ``Primitive._placed`` makes it, each tensor prepared as often as there."""
+    arrays, needs = [], []
+    for x in inputs:
+        if not isinstance(x, Tensor):     # a constant: the rest placed as _placed does
+            return None, None, prim._placed(inputs, device, len(arrays))
+        x.prepare_use(device, prim)
+        if x.device is not device:
+            return None, None, prim._copied(inputs, device)
+        arrays.append(x.data)
+        needs.append(x.requires_grad)
+    return arrays, needs, inputs
 
 
 def _tape_inputs(placed):
@@ -370,12 +414,17 @@ def _same_kind_error(err, message):
 def count_call(prim, device, seconds):
     """Add one call to ``prim``'s statistics (and list it in the placement report)."""
     if not prim.calls:
-        if not prim._op_id:
-            prim._op_id = next(_op_ids)
-        _ran[prim._op_id] = prim
+        _list_ran(prim)
     prim.calls += 1
     prim.device_used = device
     prim.forward_time += seconds
+
+
+def _list_ran(prim):
+    """List ``prim`` in the placement report at its first call."""
+    if not prim._op_id:
+        prim._op_id = next(_op_ids)
+    _ran[prim._op_id] = prim
 
 
 def _as_array(out, device):

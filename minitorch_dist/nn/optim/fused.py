@@ -22,7 +22,7 @@ import numpy as np
 
 from ... import kernels
 from ...kernels import native
-from ...placement import record_update
+from ...placement import record_updates
 from ...tensor import Tensor
 
 __all__ = ["apply_fused", "native_kernels"]
@@ -176,8 +176,9 @@ def _weak(array):
 
 def _record(opt, indices, grads, seconds):
     """One placement-report row per parameter, the call's time shared by gradient bytes."""
-    total = sum(g.nbytes for g in grads) or 1
+    nbytes = [g.nbytes for g in grads]
+    total = sum(nbytes) or 1
     owner = type(opt).__name__
-    for i, g in zip(indices, grads):
-        record_update(f"{owner}.{opt.parameters[i].name}", opt.parameters[i].device,
-                      seconds * g.nbytes / total, g.nbytes)
+    params = opt.parameters
+    record_updates([(f"{owner}.{params[i].name}", params[i].device, seconds * n / total, n)
+                    for i, n in zip(indices, nbytes)])
