@@ -16,12 +16,6 @@
 #include "kernels.h"
 #include "simd_dispatch.h"
 
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
 namespace mtd {
 namespace {
 

@@ -14,13 +14,6 @@
 #include "kernels.h"
 #include "simd_dispatch.h"
 
-// a*b+c stays two roundings even where the target has FMA (a build with -march=native)
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
 namespace mtd {
 namespace {
 

@@ -3,6 +3,14 @@
 // builds give the same bits (IEEE operations either way).
 #pragma once
 
+// a*b+c stays two roundings even where the target has FMA (a build with -march=native): the
+// loops of every file that includes this give NumPy's bits
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 #if defined(__GNUC__) && defined(__x86_64__)
 #define MTD_INLINE inline __attribute__((always_inline))
 #define MTD_AVX2 __attribute__((target("avx2")))

@@ -112,8 +112,6 @@ def record_update(name, device, seconds, nbytes):
     """
     if not isinstance(name, str) or not name:
         raise TypeError(f"record_update: name must be a non-empty string, got {name!r}")
-    device_name = device.name if type(device) is Device else \
-        get_device(device).name if device is not None else "-"
     if type(nbytes) is int and nbytes >= 0:     # the optimizers' case, once per parameter
         count = nbytes
     else:
@@ -123,13 +121,7 @@ def record_update(name, device, seconds, nbytes):
             count = -1
         if isinstance(nbytes, bool) or count < 0:
             raise ValueError(f"record_update: nbytes must be a non-negative int, got {nbytes!r}")
-    row = _updates.get(name)
-    if row is None:
-        row = _updates[name] = {"device": device_name, "calls": 0, "seconds": 0.0, "bytes": 0}
-    row["device"] = device_name
-    row["calls"] += 1
-    row["seconds"] += float(seconds)
-    row["bytes"] += count
+    record_updates([(name, device, float(seconds), count)])
 
 
 def record_updates(rows):

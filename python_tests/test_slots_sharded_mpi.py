@@ -5,6 +5,7 @@ until after backward (``parallel/comm/final_reduction.py``), and the loss one-ho
 its labels without gathering them (``rules/one_hot.py``), as MindSpore's ResNet-50 sample
 does. The losses and the replicas' parameters are checked against a run without slots."""
 import json
+import os
 import subprocess
 import sys
 
@@ -12,17 +13,21 @@ import numpy as np
 
 from mpi_jobs import REPO, child_env, needs_mpi
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
 _JOB = r'''
 import json, os, sys, traceback
 import numpy as np
 import minitorch_dist as ms
 import minitorch_dist.dataset as ds
-from minitorch_dist import communication, nn, ops
+from minitorch_dist import communication, nn
 from minitorch_dist.communication import hooks
 from minitorch_dist.train import Model
 from minitorch_dist.train.callback import Callback
 
 out = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+from test_sharding_rules_one_hot import OneHotLoss      # the loss of the in-process test
 waits, plain_wait = [], hooks.blocking_wait
 
 
@@ -35,18 +40,6 @@ hooks.blocking_wait = recorded_wait
 ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.AUTO_PARALLEL, gradients_mean=True)
 communication.init()
 rank, world = communication.get_rank(), communication.get_group_size()
-
-
-class OneHotLoss(nn.Cell):
-    def __init__(self):
-        super().__init__()
-        self.onehot, self.log_softmax = ops.OneHot(), ops.LogSoftmax()
-        self.on, self.off = ms.Tensor(1.0, ms.float32), ms.Tensor(0.0, ms.float32)
-        self.sum, self.mean = ops.ReduceSum(keep_dims=False), ops.ReduceMean(keep_dims=False)
-
-    def construct(self, logits, label):
-        hot = self.onehot(label, ops.shape(logits)[1], self.on, self.off)
-        return self.mean(-self.sum(self.log_softmax(logits) * hot, -1), -1)
 
 
 class Losses(Callback):
@@ -79,7 +72,8 @@ def _run(tmp_path, name, *options):
     out = tmp_path / name
     out.mkdir()
     done = subprocess.run([sys.executable, "-m", "minitorch_dist.run", "-n", "4", "--timeout",
-                           "150", *options, str(script), str(out)], cwd=REPO, env=child_env(),
+                           "150", *options, str(script), str(out), HERE], cwd=REPO,
+                          env=child_env(),
                           capture_output=True, text=True, timeout=200)
     assert done.returncode == 0, done.stdout + done.stderr
     params = [np.load(out / f"params.{rank}.npz") for rank in range(4)]

@@ -148,10 +148,11 @@ class FusedMirrors:
             return
         # under compute slots (not overlap_allowed) a rank must not wait for its peers in
         # the middle of its backward, holding its activations off its slot
+        slots = not hooks.overlap_allowed()
         if groups_for("allreduce", weights)[0] in ("ids", "index") or _has_copies(network) \
-                or not hooks.overlap_allowed():
+                or slots:
             self.deferral = MirrorDeferral()
-            if not hooks.overlap_allowed():
+            if slots:
                 # and the forward's closing all-reduce (a loss averaged over the global
                 # batch) waits until after backward too: comm/final_reduction.py
                 self.deferral.final_reductions = FinalReductions()
