@@ -13,13 +13,18 @@ All three use SINGA's MNIST CNN (examples/mnist_cnn.py: 431,080 float32 paramete
 3. **scaling**: samples/s of DistOpt fp32 (``backward_and_update``, SINGA's ``opt(loss)``) +
    momentum SGD training at batch 32 per rank with one BLAS thread per rank, 2 ranks vs 1
    (target >= 1.9x): separate 1-rank and 2-rank jobs, and 1 and 2 ranks in alternating
-   blocks of one job (``interleaved_job``: robust to load that drifts between jobs).
+   blocks of one job (``interleaved_job``: robust to load that drifts between jobs). Each
+   repeat also runs the machine's ceiling, two 1-rank jobs at once, and the figure "2 ranks
+   / ceiling" (target >= 0.97) is the 2-rank job's samples/s over theirs, per repeat.
+   ``--compare-shared`` adds, to each repeat, the 2-rank job with its bucket reduced by MPI's
+   Allreduce instead of through memory the ranks share (``communication/node_shared.py``).
 
 The driver re-launches this file under ``python -m minitorch_dist.run`` (``--worker``), each
 job with a timeout, and prints what the ranks report. Timings are interleaved and medians, so
 machine noise hits all sides alike: read the ratios, not the absolute times.
 
     python benchmarks/bench_dist_opt.py [--quick] [--repeats 7] [--steps 80] [--rounds 400]
+    python benchmarks/bench_dist_opt.py --compare-shared
 """
 import argparse
 import concurrent.futures
@@ -41,7 +46,7 @@ SCRIPT = os.path.abspath(__file__)
 sys.path.insert(0, REPO)
 MARK = "@@result "          # a worker's result line: MARK + JSON (rank 0 only)
 LR, MOMENTUM, BATCH = 0.005, 0.9, 32
-TARGETS = {"fp16": 0.5, "topk": 0.025, "comm": 1.1, "scaling": 1.9}
+TARGETS = {"fp16": 0.5, "topk": 0.025, "comm": 1.1, "scaling": 1.9, "ceiling": 0.97}
 
 
 # ============================================================================ worker (one rank)
@@ -340,9 +345,9 @@ def worker(args):
 
 
 # ============================================================================ driver
-def launch(n, workers, args, timeout):
+def launch(n, workers, args, timeout, env_extra=None):
     """Run ``--worker workers`` on n ranks through the launcher; rank 0's result dicts."""
-    env = dict(os.environ)
+    env = dict(os.environ, **(env_extra or {}))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")]))
     for name in THREAD_VARIABLES:
         env[name] = "1"
@@ -437,18 +442,39 @@ def report_interleaved(results, title=True):
     return statistics.median(ratios), cpu
 
 
-def machine_ceiling(args, timeout, repeats=3):
-    """Two 1-rank jobs at once (no communication at all) against one alone: the most any
-    2-rank job can scale on this machine, whatever its communication does (memory and cache
-    shared by the cores, the machine's other load)."""
-    ratios = []
-    for _ in range(repeats):
-        alone = launch(1, "train", args, timeout)["train"]["samples_per_s"]
+def run_scaling_job(n, path, args, timeout):
+    """One job of a scaling repeat: an ``n``-rank ``train`` job (``path``), or the machine's
+    ceiling (two 1-rank jobs at once, their samples/s summed), or a 2-rank job whose bucket
+    goes through MPI's Allreduce (``"through MPI"``)."""
+    if path == "ceiling":
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             both = list(pool.map(lambda _: launch(1, "train", args, timeout), range(2)))
-        ratios.append(sum(r["train"]["samples_per_s"] for r in both) / alone)
-    print(f"\n   the machine's ceiling: two 1-rank jobs at once, no communication, / one alone: "
-          f"{', '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f})")
+        return {"samples_per_s": sum(r["train"]["samples_per_s"] for r in both)}
+    if path == "through MPI":
+        return launch(n, "train", args, timeout,
+                      env_extra={"MINITORCH_DIST_SHARED_ALLREDUCE": "0"})["train"]
+    return launch(n, path, args, timeout)[path]
+
+
+def report_ceiling(pairs, ceilings, title=True):
+    """Scaling against the machine's ceiling, per repeat: (2-rank samples/s / 1 rank's) /
+    (two 1-rank jobs at once / the same 1 rank's) = the 2-rank job / the two 1-rank jobs.
+    The ceiling is the most any 2-rank job can scale here, whatever its communication does
+    (memory and caches shared by the cores, the machine's other load); measured in the same
+    repeat, it sees the same load."""
+    if title:
+        print("\n   the machine's ceiling, in the same repeats: two 1-rank jobs at once, no "
+              "communication")
+    ratios = []
+    for i, ((one, two), both) in enumerate(zip(pairs, ceilings)):
+        ratios.append(two["samples_per_s"] / both["samples_per_s"])
+        if title:
+            print(f"  repeat {i}: two 1-rank jobs {both['samples_per_s']:8.1f} "
+                  f"(x{both['samples_per_s'] / one['samples_per_s']:.2f} of one)   "
+                  f"2 ranks / ceiling {ratios[-1]:.2f}")
+        else:
+            print(f"  repeat {i}: 2 ranks / ceiling {ratios[-1]:.2f}")
+    print(f"  median 2 ranks / ceiling: {statistics.median(ratios):.2f}")
     return statistics.median(ratios)
 
 
@@ -463,14 +489,19 @@ def driver(args):
     start = time.monotonic()
     first = launch(2, "wire,comm", args, timeout)
     paths = ["train", "train_packing"] if args.with_packing else ["train"]
-    pairs, mixed = {path: [] for path in paths}, {}
+    pairs, mixed, ceilings, through_mpi = {path: [] for path in paths}, {}, [], []
     for rep in range(args.repeats):       # ABBA order: drift in machine load cancels out
-        order = [(n, path) for n in (1, 2) for path in paths]
+        order = [(n, path) for n in (1, 2) for path in paths] + [(2, "ceiling")]
+        if args.compare_shared:
+            order.append((2, "through MPI"))
         if rep % 2:
             order.reverse()
-        got = {(n, path): launch(n, path, args, timeout)[path] for n, path in order}
+        got = {(n, path): run_scaling_job(n, path, args, timeout) for n, path in order}
         for path in paths:
             pairs[path].append((got[1, path], got[2, path]))
+        ceilings.append(got[2, "ceiling"])
+        if args.compare_shared:
+            through_mpi.append((got[1, "train"], got[2, "through MPI"]))
         for path in paths:
             job = path.replace("train", "interleaved")
             mixed.setdefault(path, []).append(launch(2, job, args, timeout)[job])
@@ -487,7 +518,12 @@ def driver(args):
     if args.with_packing:
         print("   the same with value_and_grad + DistOpt.step(grads) (packs after backward):")
         packing_mixed, packing_cpu = report_interleaved(mixed["train_packing"], title=False)
-    ceiling = machine_ceiling(args, timeout, 1 if args.quick else 3)
+    ceiling = report_ceiling(pairs["train"], ceilings)
+    if args.compare_shared:
+        print("   the same 2-rank jobs with MINITORCH_DIST_SHARED_ALLREDUCE=0 (the bucket "
+              "reduced by MPI's Allreduce),\n   in the same repeats:")
+        mpi_scaling = report_scaling(through_mpi, title=False)
+        mpi_ceiling = report_ceiling(through_mpi, ceilings, title=False)
     print("\nsummary (timings are noisy on a shared machine: re-measure on a quiet one)"
           + ("\n  QUICK run: too few steps and rounds for the timing ratios to mean anything"
              if args.quick else ""))
@@ -504,8 +540,12 @@ def driver(args):
           f"{verdict(interleaved, TARGETS['scaling'], lower_is_better=False)}")
     print(f"  2 ranks / 1 rank by CPU time = {cpu_ratio:.2f}  (target >= {TARGETS['scaling']})  "
           f"{verdict(cpu_ratio, TARGETS['scaling'], lower_is_better=False)}")
-    print(f"  (this machine's ceiling for any 2-rank job, two 1-rank jobs at once: {ceiling:.2f};"
-          f" scaling / ceiling = {scaling / ceiling:.2f})")
+    print(f"  scaling / this machine's ceiling (two 1-rank jobs at once), per repeat, median = "
+          f"{ceiling:.2f}  (target >= {TARGETS['ceiling']})  "
+          f"{verdict(ceiling, TARGETS['ceiling'], lower_is_better=False)}")
+    if args.compare_shared:
+        print(f"  (the bucket through MPI's Allreduce instead: 2 ranks / 1 rank {mpi_scaling:.2f},"
+              f" / ceiling {mpi_ceiling:.2f})")
     if args.with_packing:
         print(f"  (value_and_grad + step(grads), packing after backward: {packing:.2f}, "
               f"interleaved {packing_mixed:.2f}, by CPU time {packing_cpu:.2f})")
@@ -523,6 +563,9 @@ def main(argv=None):
     parser.add_argument("--blocks", type=int, default=None, help="blocks of timed training steps")
     parser.add_argument("--with-packing", action="store_true",
                         help="also time the packing path (value_and_grad + step(grads))")
+    parser.add_argument("--compare-shared", action="store_true",
+                        help="also run each repeat's 2-rank job with the bucket reduced by "
+                             "MPI's Allreduce (MINITORCH_DIST_SHARED_ALLREDUCE=0)")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     defaults = dict(repeats=1, steps=6, warmup=2, rounds=30, blocks=2) if args.quick else \

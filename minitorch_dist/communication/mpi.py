@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from ..backend import half
-from . import hooks
+from . import hooks, node_shared
 from .communicator import Communicator, Request, check_buffers
 from .local import check_group_ranks
 from .reduction import check_out, divide_in_place
@@ -136,6 +136,9 @@ class MPICommunicator(Communicator):
             node = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
         self.local_rank, self.local_size = node.Get_rank(), node.Get_size()
         node.Free()
+        # ranks all on one machine reduce large buffers through memory they share
+        self._shared = node_shared.SharedBuffers(self.rank, self.size) \
+            if 1 < self.size == self.local_size and node_shared.enabled() else None
         self.world_ranks = None if self.comm == MPI.COMM_WORLD else _world_ranks(self.comm)
         hooks.communicator_created(self)   # a launcher's watchdog watches it for early exits
 
@@ -156,10 +159,32 @@ class MPICommunicator(Communicator):
         if hooks.quiet_waits() and self.size > 1:
             wait_quietly(self.comm.Ibarrier())
 
+    def allreduce_buffer(self, count, dtype):
+        if self._shared is None:
+            return np.empty(count, dtype)
+        return self._shared.empty(count, dtype)
+
     def _allreduce(self, array, op, out):
         send, result = self._reduce_args(array, out)
-        self.comm.Allreduce(send, _wire(result), op=_mpi_op(op, array.dtype))
+        if not (self._may_share(array, op) and self._shared.allreduce(
+                array if out is array else None, self._allgather, self._all_ok, self._barrier)):
+            self.comm.Allreduce(send, _wire(result), op=_mpi_op(op, array.dtype))
         return divide_in_place(result, self.size) if op == "mean" else result
+
+    def _may_share(self, array, op):
+        """Whether a shared reduction is tried; from what every rank's call has alike (op,
+        dtype, byte count), so that all ranks take the header exchange or none does."""
+        return self._shared is not None and op in ("sum", "mean") and \
+            node_shared.worth_sharing(array)
+
+    def _all_ok(self, ok):
+        return bool(self.comm.allreduce(bool(ok), op=import_mpi().LAND))
+
+    def _barrier(self):
+        if hooks.quiet_waits():
+            wait_quietly(self.comm.Ibarrier())
+        else:
+            self.comm.Barrier()
 
     def _iallreduce(self, array, op, out):
         send, result = self._reduce_args(array, out)

@@ -142,6 +142,7 @@ def run_multiprocess(args):
 
 
 def main():
+    global HIDDEN
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--tol", type=float, default=1e-5)
@@ -149,10 +150,13 @@ def main():
     parser.add_argument("--option", default="fp32", choices=["fp32", "fp16", "partialUpdate",
                                                              "sparseTopK", "sparseThreshold"])
     parser.add_argument("--spars", type=float, default=0.05)
+    parser.add_argument("--hidden", type=int, default=HIDDEN,
+                        help="hidden width (2048: a bucket large enough for shared memory)")
     parser.add_argument("--fail-rank", type=int, default=None)
     parser.add_argument("--multiprocess", type=int, default=0, help="ranks to spawn")
     parser.add_argument("--timeout", type=float, default=100.0)
     args = parser.parse_args()
+    HIDDEN = args.hidden
     if args.multiprocess:
         run_multiprocess(args)
     else:

@@ -248,7 +248,11 @@ class BucketedAllreduce:
         key = (tag, bucket.members, device, np.dtype(dtype))
         buf = self._buffers.get(key)
         if buf is None:
-            buf = self._buffers[key] = device.xp.empty(bucket.size, dtype)
+            # the slots are reduced in place: on the host, in memory the communicator
+            # reduces fastest (shared between the ranks of one machine over MPI)
+            buf = self._buffers[key] = (
+                self.communicator(device).allreduce_buffer(bucket.size, dtype)
+                if tag == "send" and device.is_host else device.xp.empty(bucket.size, dtype))
         return buf
 
     def views(self, tag, bucket, device, dtype, shapes):
