@@ -81,7 +81,15 @@ class Node:
         self.ctx = ctx
         links = []          # a loop, not a comprehension: no frame of its own per node
         for t in inputs:
-            links.append(t if t is None or t.grad_fn is None else InputLink(t))
+            if t is not None and t.grad_fn is not None:
+                link = _new_link(InputLink)     # made here: no __init__ frame per link
+                link.tensor = weakref.ref(t)
+                link.grad_fn, link._out_index = t.grad_fn, t._out_index
+                link.requires_grad = t.requires_grad
+                data = t.data   # the array's own shape and dtype: no property call per link
+                link.shape, link.dtype, link.device = data.shape, data.dtype, t.device
+                t = link
+            links.append(t)
         self._links = tuple(links)
         self.out_meta = out_meta    # (shape, dtype) per output for multi-output primitives
 
@@ -112,13 +120,10 @@ class InputLink:
     """
 
     __slots__ = ("tensor", "grad_fn", "_out_index", "requires_grad", "shape", "dtype", "device")
+    # Node.__init__ makes and fills each link (``tensor`` is a weak reference to the tensor)
 
-    def __init__(self, tensor):
-        self.tensor = weakref.ref(tensor)
-        self.grad_fn, self._out_index = tensor.grad_fn, tensor._out_index
-        self.requires_grad = tensor.requires_grad
-        data = tensor.data      # the array's own shape and dtype: no property call per link
-        self.shape, self.dtype, self.device = data.shape, data.dtype, tensor.device
+
+_new_link = object.__new__
 
 
 def _live(item):
@@ -216,11 +221,12 @@ def _topological_order(roots):
             for inp in inputs:
                 if inp is None:
                     continue
-                if inp.grad_fn is None:
+                producer = inp.grad_fn
+                if producer is None:
                     if inp.requires_grad:
                         leaf_ids.add(id(inp))
-                elif inp.grad_fn not in seen:
-                    stack.append((inp.grad_fn, None))
+                elif producer not in seen:
+                    stack.append((producer, None))
     order.reverse()
     order_inputs.reverse()
     return order, order_inputs, leaf_ids
@@ -288,14 +294,22 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False, observer=N
             if not retain_graph:
                 node.ctx = None
             continue
-        out_grads = _output_gradients(node, pending)
+        if node.out_meta is None:   # _output_gradients' single-output case, inline
+            out_grads = pending.pop((node, 0), None)
+            if out_grads is not None:
+                if type(out_grads) is not node.ctx.xp.ndarray:    # a scalar, a RowTensor
+                    out_grads = _output_gradients(node, {(node, 0): out_grads})
+                else:
+                    out_grads = (out_grads,)
+        else:
+            out_grads = _output_gradients(node, pending)
         if out_grads is not None:
             hold = tuple(observer.deferred_inputs(node)) if watching else ()
             if hold:
                 held.append((node, inputs, out_grads, hold))
                 finals.hold(node, hold)
             skip = hold + off_path.get(node, ()) if useful is not None else hold
-            _call_backward(node, inputs, out_grads, deliver, skip=skip)
+            _call_backward(node, inputs, out_grads, pending, leaves, target_ids, skip=skip)
             if not retain_graph and not hold:
                 node.ctx = None
         if finals.final_after:      # some target's gradient may be final now
@@ -304,7 +318,7 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False, observer=N
     if held:
         observer.before_deferred()
     for node, inputs, out_grads, hold in held:
-        _call_backward(node, inputs, out_grads, deliver, only=hold)
+        _call_backward(node, inputs, out_grads, pending, leaves, target_ids, only=hold)
         if not retain_graph:
             node.ctx = None
     finals.report_rest()
@@ -319,8 +333,14 @@ def _hand_out(leaves, targets, root_grads, taken):
     observer replaced (``taken``) are its own memory and are handed out as they are."""
     claimed = {id(_memory_owner(g)): g for g in root_grads if not isinstance(g, RowTensor)}
     for tid, entry in leaves.items():
-        if tid not in taken:
-            entry[1] = _own(entry[1], claimed, entry[0].device.xp)
+        if tid in taken:
+            continue
+        grad = entry[1]
+        if type(grad) is np.ndarray and grad.base is None and id(grad) not in claimed and \
+                grad.flags.writeable and entry[0].device.xp is np:  # _own's common case
+            claimed[id(grad)] = grad
+        else:
+            entry[1] = _own(grad, claimed, entry[0].device.xp)
     if targets is not None:
         grads = []      # a loop, not a comprehension: one look-up per target, no frame
         for t in targets:
@@ -380,11 +400,12 @@ def _nodes_reaching(nodes, node_inputs, target_ids):
     return useful, off_path
 
 
-def _call_backward(node, inputs, out_grads, deliver, skip=(), only=None):
+def _call_backward(node, inputs, out_grads, pending, leaves, target_ids, skip=(), only=None):
     """Run ``node``'s backward and deliver its input gradients (``inputs``: ``node.inputs``
     resolved): all of them, all but the positions in ``skip``, or ``only`` those
     (``needs_input_grad`` is narrowed to match, so a split primitive computes just what is
-    asked)."""
+    asked). ``pending``, ``leaves`` and ``target_ids`` are ``run_backward``'s: each gradient
+    is delivered as its ``deliver`` does, inline."""
     ctx, prim = node.ctx, node.prim
     narrowed = bool(skip) or only is not None
     if narrowed:
@@ -408,8 +429,25 @@ def _call_backward(node, inputs, out_grads, deliver, skip=(), only=None):
     if narrowed:
         in_grads = [g if k else None for g, k in zip(in_grads, keep)]
     for tensor, grad in zip(inputs, in_grads):
-        if grad is not None and tensor is not None and tensor.requires_grad:
-            deliver(tensor, _fit(grad, tensor, prim))
+        if grad is None or tensor is None or not tensor.requires_grad:
+            continue
+        # the common case inline: a host array of the input's shape and dtype needs no _fit
+        meta = tensor if type(tensor) is InputLink else tensor.data
+        if type(grad) is not np.ndarray or grad.shape != meta.shape or \
+                grad.dtype is not meta.dtype or tensor.device.xp is not np:
+            grad = _fit(grad, tensor, prim)
+        producer = tensor.grad_fn       # run_backward's deliver, inline
+        if producer is None or target_ids is not None and id(tensor) in target_ids:
+            entry = leaves.get(id(tensor))
+            if entry is None:
+                leaves[id(tensor)] = [tensor, grad]
+            else:
+                entry[1] = _accumulate(entry[1], grad)
+            if producer is None:
+                continue
+        key = (producer, tensor._out_index)
+        total = pending.get(key)
+        pending[key] = grad if total is None else _accumulate(total, grad)
 
 
 def _memory_owner(array):

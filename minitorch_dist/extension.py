@@ -107,6 +107,7 @@ class Extension:
 
 
 _installed = [Extension()]
+installed_extensions = _installed   # read-only view for hot paths: [0] is extension()
 
 
 def extension():

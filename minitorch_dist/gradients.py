@@ -33,6 +33,15 @@ def _as_tensor_grad(g, like):
     return g if isinstance(g, RowTensor) else Tensor._make(g, like.device)
 
 
+def _ones_like(roots):
+    """The seed gradient of each root: ones of its shape and dtype, on its device."""
+    seeds = []
+    for r in roots:
+        data = r.data       # a tensor's shape and dtype are its array's
+        seeds.append(r.device.xp.ones(data.shape, data.dtype))
+    return seeds
+
+
 def _detached(out):
     """The outputs as plain values: a returned loss must not keep the step's graph alive."""
     if isinstance(out, Tensor):
@@ -71,9 +80,10 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
                 raise ValueError(f"grad_position {p} is out of range for {len(args)} positional inputs")
             x = args[p] if isinstance(args[p], Tensor) else Tensor(args[p])
             args[p] = Tensor._make(x.data, x.device).requires_grad_(True)
-        scope = extension().gradient_scope(fn, params)
+        ext = extension()
+        scope = ext.gradient_scope(fn, params)
         with enable_grad(), scope:
-            out = extension().call_differentiated(fn, args)
+            out = ext.call_differentiated(fn, args)
         if has_aux:
             if not isinstance(out, (tuple, list)) or len(out) < 2:
                 raise ValueError("has_aux=True needs fn to return a tuple of at least two outputs; "
@@ -87,10 +97,13 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False):
         live = [r for r in roots if r.requires_grad]
         inputs = [args[p] for p in positions or ()]
         targets = inputs + list(params)
-        found = run_backward(live, [r.device.xp.ones(r.shape, r.dtype) for r in live],
-                             targets=targets) if live else [None] * len(targets)
+        found = run_backward(live, _ones_like(live), targets=targets) if live else \
+            [None] * len(targets)
         found = scope.finish(targets, found)
-        grads = [_as_tensor_grad(g, t) for g, t in zip(found, targets)]
+        grads = []      # _as_tensor_grad's common case inline: an array wrapped as it is
+        for g, t in zip(found, targets):
+            grads.append(Tensor._make(g, t.device) if g is not None and not isinstance(g, RowTensor)
+                         else _as_tensor_grad(g, t))
         input_grads = grads[:len(inputs)]
         weight_grads = tuple(grads[len(inputs):])
         if positions is not None and isinstance(grad_position, int):

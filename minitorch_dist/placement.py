@@ -128,9 +128,13 @@ def record_updates(rows):
     """``record_update`` for the parameters of one fused optimizer call in one call: ``rows``
     holds ``(name, device, seconds, nbytes)`` tuples whose names (non-empty strings) and
     byte counts (arrays' ``nbytes``) the optimizer made, so only the device is looked at."""
+    last_device = last_name = None      # the rows of one call share a device, mostly
     for name, device, spent, count in rows:
-        device_name = device.name if type(device) is Device else \
-            get_device(device).name if device is not None else "-"
+        if device is not last_device or last_name is None:
+            last_name = device.name if type(device) is Device else \
+                get_device(device).name if device is not None else "-"
+            last_device = device
+        device_name = last_name
         row = _updates.get(name)
         if row is None:
             row = _updates[name] = {"device": device_name, "calls": 0, "seconds": 0.0, "bytes": 0}

@@ -49,7 +49,12 @@ def is_host_half(xp, *arrays):
     >>> is_host_half(np, np.zeros(2, np.float16), np.zeros(2, np.float32))
     False
     """
-    return xp is np and all(a.dtype == _F16 for a in arrays)
+    if xp is not np:
+        return False
+    for a in arrays:        # a loop, not all(generator): asked on every element-wise call
+        if a.dtype != _F16:
+            return False
+    return True
 
 
 def _dense_order(a):
@@ -121,8 +126,10 @@ def elementwise(fn, *arrays):
     >>> elementwise(lambda x, y: x + y, a, a).tolist(), elementwise(np.add, a, a).dtype
     ([2.0, 4.0], dtype('float16'))
     """
-    if not all(type(a) is np.ndarray and a.dtype == _F16 for a in arrays) \
-            or max(a.size for a in arrays) < _MIN_KERNEL_SIZE:
+    for a in arrays:        # a loop, not all(generator): asked on every element-wise call
+        if type(a) is not np.ndarray or a.dtype != _F16:
+            return fn(*arrays)
+    if max(a.size for a in arrays) < _MIN_KERNEL_SIZE:
         return fn(*arrays)
     out = fn(*(widen(a) for a in arrays))
     return narrow(np.ascontiguousarray(out)) if out.dtype == _F32 else out

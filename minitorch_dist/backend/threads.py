@@ -240,8 +240,11 @@ def get_num_threads():
     >>> get_num_threads() >= 1
     True
     """
-    ensure_applied()
-    return _state["applied"]
+    applied = _state["applied"]
+    if applied is None:         # ensure_applied, asked inline: this runs on every product
+        ensure_applied()
+        applied = _state["applied"]
+    return applied
 
 
 def ensure_applied():

@@ -62,7 +62,8 @@ class Parameter(Tensor):
         """Before primitive ``owner`` on ``device`` reads this parameter: draw deferred
         values (``Tensor.prepare_use``), and, while it is unplaced, settle on ``device`` for
         good instead of being copied there at every use."""
-        super().prepare_use(device, owner)
+        if self.deferred_init is not None:     # Tensor.prepare_use, inline: a frame less a use
+            self.init_data()
         if self._unplaced and device is not self.device:
             self.place_on(device, owner=owner)
 

@@ -10,11 +10,6 @@ from .primitive import Primitive
 __all__ = ["MatMul", "BatchMatMul", "matmul", "batch_matmul"]
 
 
-def _t(xp, a, flag):
-    # the array's own method: xp.swapaxes is a Python wrapper around it (NumPy's fromnumeric)
-    return a.swapaxes(-1, -2) if flag else a
-
-
 def _mm(xp, a, b):
     """``xp.matmul(a, b)`` on the threads that pay for its size (``backend/threads.py``)."""
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
@@ -72,8 +67,10 @@ class BatchMatMul(Primitive):
         ctx.half = half.is_host_half(xp, a, b)
         if ctx.half:    # float32 copies serve the forward and both backward products
             a, b = half.widen(a), half.widen(b)
-        ctx.save_for_backward(a, b)
-        out = _mm(xp, _t(xp, a, self.transpose_a), _t(xp, b, self.transpose_b))
+        ctx.saved = (a, b)      # save_for_backward, inline
+        # the array's own swapaxes method (xp.swapaxes is NumPy's Python wrapper around it)
+        out = _mm(xp, a.swapaxes(-1, -2) if self.transpose_a else a,
+                  b.swapaxes(-1, -2) if self.transpose_b else b)
         return half.narrow(out) if ctx.half else out
 
     def backward(self, ctx, g):
@@ -84,10 +81,13 @@ class BatchMatMul(Primitive):
         if ctx.half:
             g = half.widen(g)
         ga = gb = None
-        if ctx.needs_input_grad[0]:
-            ga = _mm(xp, _t(xp, b, tb), g.swapaxes(-1, -2)) if ta else _mm(xp, g, _t(xp, b, not tb))
-        if ctx.needs_input_grad[1]:
-            gb = _mm(xp, g.swapaxes(-1, -2), _t(xp, a, ta)) if tb else _mm(xp, _t(xp, a, not ta), g)
+        needs = ctx.needs_input_grad    # transposes inline: no helper frame per operand
+        if needs[0]:
+            ga = _mm(xp, b.swapaxes(-1, -2) if tb else b, g.swapaxes(-1, -2)) if ta else \
+                _mm(xp, g, b if tb else b.swapaxes(-1, -2))
+        if needs[1]:
+            gb = _mm(xp, g.swapaxes(-1, -2), a.swapaxes(-1, -2) if ta else a) if tb else \
+                _mm(xp, a if ta else a.swapaxes(-1, -2), g)
         if ctx.half:    # each gradient rounded once to the inputs' float16
             ga = None if ga is None else half.narrow(ga)
             gb = None if gb is None else half.narrow(gb)

@@ -223,22 +223,66 @@ class Primitive:
         """``apply`` without the installed hook, in three steps: placement, forward and
         recording (the tape node and the statistics)."""
         start = perf_counter()
-        device = self._device_for(inputs)
-        if device.memory is None:
-            arrays, needs, placed = _plain_inputs(self, inputs, device)
+        device = None
+        if self._target_spec is None:    # _device_for's common case, inline: one device
+            for x in inputs:
+                if not isinstance(x, Tensor):
+                    device = None
+                    break
+                if device is None:
+                    device = x.device
+                elif x.device is not device:
+                    device = None
+                    break
+        if device is not None and device.memory is None:
+            # every input a tensor on ``device``: _plain_inputs' loop without its checks
+            arrays, needs, placed = [], [], inputs
+            for x in inputs:
+                x.prepare_use(device, self)
+                if x.device is not device:      # it settled elsewhere: copied as _placed does
+                    arrays, placed = None, self._copied(inputs, device)
+                    break
+                arrays.append(x.data)
+                needs.append(x.requires_grad)
         else:
-            arrays, placed = None, self._placed(inputs, device)
+            if device is None:
+                device = self._device_for(inputs)
+            if device.memory is None:
+                arrays, needs, placed = _plain_inputs(self, inputs, device)
+            else:
+                arrays, placed = None, self._placed(inputs, device)
         if arrays is None:   # a constant, a tensor to copy, or a device with a capacity
             ctx, out = self._forward(placed, device, attrs)
             return self._recorded(ctx, _tape_inputs(placed), out, start)
         # the common case: every input a tensor already on ``device``, found in one pass
-        ctx = Context(device)
-        needs = tuple(needs) if any(needs) and self.differentiable and _grad_state.enabled \
-            else (False,) * len(needs)
+        ctx = _new_object(Context)     # Context(device) without its __init__ frame
+        ctx.device, ctx.xp, ctx.saved = device, device.xp, ()
+        grad_on = any(needs) and self.differentiable and _grad_state.enabled
+        needs = tuple(needs) if grad_on else (False,) * len(needs)
         # one shared tuple per pattern of up to 4 inputs: a tape node keeps none of its own
         ctx.needs_input_grad = _needs_patterns.setdefault(needs, needs) if len(needs) <= 4 \
             else needs
-        return self._recorded(ctx, inputs, self._called(ctx, arrays, attrs, None), start)
+        try:        # _called, inline: no memory to charge on this path
+            out = self.forward(ctx, *arrays, **attrs)
+        except (MemoryError, ValueError, TypeError, IndexError) as err:
+            error = self._forward_error(err, device, arrays)
+            if error is None:
+                raise
+            raise error from err
+        if type(out) is not np.ndarray:     # a tuple, a NumPy scalar or a device's array
+            return self._recorded(ctx, inputs, _output_arrays(out, device), start)
+        # _recorded's one-array case, inline (keep the two in step)
+        differentiable = grad_on and out.dtype.kind == "f"
+        result = _new_object(Tensor)       # Tensor._make(out, device, differentiable, node)
+        result.data, result.device, result.requires_grad = out, device, differentiable
+        result.grad, result._out_index = None, 0
+        result.grad_fn = Node(self, ctx, inputs) if differentiable else None
+        if not self.calls:
+            _list_ran(self)
+        self.calls += 1
+        self.device_used = device
+        self.forward_time += perf_counter() - start
+        return result
 
     def _placed(self, inputs, device, start=0):
         """``inputs`` with every tensor on ``device``: each tensor prepares for the use (a
@@ -302,16 +346,11 @@ class Primitive:
         device = ctx.device
         try:
             out = self.forward(ctx, *arrays, **attrs)
-        except MemoryError as err:   # CuPy's out-of-memory: say what and what to do
-            error = device.memory_error(err, what=f"in {self.name}")
+        except (MemoryError, ValueError, TypeError, IndexError) as err:
+            error = self._forward_error(err, device, arrays)
             if error is None:
                 raise
             raise error from err
-        except (ValueError, TypeError, IndexError) as err:
-            if str(err).startswith(self.name):
-                raise
-            described = ", ".join(f"{a.dtype}{list(a.shape)}" for a in arrays if hasattr(a, "shape"))
-            raise _same_kind_error(err, f"{self.name}: {err} (inputs: {described})") from err
         if isinstance(out, tuple):
             out = tuple([_as_array(o, device) for o in out])
             if memory is not None:
@@ -322,6 +361,16 @@ class Primitive:
             if memory is not None:
                 _charge(memory, (out,))
         return out
+
+    def _forward_error(self, err, device, arrays):
+        """The error to raise in place of ``forward``'s ``err``, or None to raise ``err``:
+        CuPy's out-of-memory says what and what to do; other errors name this primitive."""
+        if isinstance(err, MemoryError):
+            return device.memory_error(err, what=f"in {self.name}")
+        if str(err).startswith(self.name):
+            return None
+        described = ", ".join(f"{a.dtype}{list(a.shape)}" for a in arrays if hasattr(a, "shape"))
+        return _same_kind_error(err, f"{self.name}: {err} (inputs: {described})")
 
     def _recorded(self, ctx, tape_inputs, out, start):
         """The output tensors, with a tape node on ``tape_inputs`` (the tensors, None for
@@ -337,14 +386,20 @@ class Primitive:
                            for i, o in enumerate(out))
         else:
             differentiable = grad_on and out.dtype.kind == "f"
-            node = Node(self, ctx, tape_inputs) if differentiable else None
-            result = Tensor._make(out, device, differentiable, node, 0)
+            # Tensor._make(out, device, differentiable, node, 0), inline: one frame less
+            result = _new_object(Tensor)
+            result.data, result.device, result.requires_grad = out, device, differentiable
+            result.grad, result._out_index = None, 0
+            result.grad_fn = Node(self, ctx, tape_inputs) if differentiable else None
         if not self.calls:       # count_call, inlined: this runs once per primitive call
             _list_ran(self)
         self.calls += 1
         self.device_used = device
         self.forward_time += perf_counter() - start
         return result
+
+
+_new_object = object.__new__     # makes a Context or a Tensor without an __init__ frame
 
 
 def _plain_inputs(prim, inputs, device):
@@ -425,6 +480,14 @@ def _list_ran(prim):
     if not prim._op_id:
         prim._op_id = next(_op_ids)
     _ran[prim._op_id] = prim
+
+
+def _output_arrays(out, device):
+    """``_called``'s outputs where ``forward`` returned something other than one host array
+    (no memory to charge)."""
+    if isinstance(out, tuple):
+        return tuple([_as_array(o, device) for o in out])
+    return np.asarray(out) if device.xp is np else out
 
 
 def _as_array(out, device):

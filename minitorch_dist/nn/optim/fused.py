@@ -69,8 +69,12 @@ def apply_fused(opt, gradients, rates, step):
         plan = _plans[opt] = _Plan(opt)
     done = set()
     for (group, dtype), (indices, tensors, state_tensors, devices) in plan.batches.items():
-        params = [t.data for t in tensors]          # the plan checked these very arrays
-        states = [[t.data for t in column] for column in state_tensors]
+        params = []         # the plan checked these very arrays (loops: no frame apiece)
+        for t in tensors:
+            params.append(t.data)
+        states = []
+        for column in state_tensors:
+            states.append([t.data for t in column])
         grads = []
         for i, device in zip(indices, devices):
             grad = gradients[i]
@@ -176,9 +180,14 @@ def _weak(array):
 
 def _record(opt, indices, grads, seconds):
     """One placement-report row per parameter, the call's time shared by gradient bytes."""
-    nbytes = [g.nbytes for g in grads]
+    nbytes = []         # loops, not comprehensions: no frame of their own
+    for g in grads:
+        nbytes.append(g.nbytes)
     total = sum(nbytes) or 1
     owner = type(opt).__name__
     params = opt.parameters
-    record_updates([(f"{owner}.{params[i].name}", params[i].device, seconds * n / total, n)
-                    for i, n in zip(indices, nbytes)])
+    rows = []
+    for i, n in zip(indices, nbytes):
+        param = params[i]
+        rows.append((f"{owner}.{param.name}", param.device, seconds * n / total, n))
+    record_updates(rows)

@@ -344,7 +344,11 @@ class Optimizer(Cell):
                              "parameters; pass one per entry of optimizer.parameters, e.g. from "
                              "ms.value_and_grad(fn, None, optimizer.parameters)")
         for i, (param, grad) in enumerate(zip(self.parameters, gradients)):
-            if grad is not None and getattr(grad, "shape", None) != param.shape:
+            if grad is None:
+                continue
+            # Tensor.shape is its array's: read there, without a property call per tensor
+            shape = grad.data.shape if type(grad) is Tensor else getattr(grad, "shape", None)
+            if shape != param.data.shape:
                 self._check_gradient(i, param, grad)
 
     def _check_gradient(self, i, param, grad):

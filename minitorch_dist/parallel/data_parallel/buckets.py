@@ -250,9 +250,9 @@ class BucketedAllreduce:
         if buf is None:
             # the slots are reduced in place: on the host, in memory the communicator
             # reduces fastest (shared between the ranks of one machine over MPI)
-            buf = self._buffers[key] = (
-                self.communicator(device).allreduce_buffer(bucket.size, dtype)
-                if tag == "send" and device.is_host else device.xp.empty(bucket.size, dtype))
+            comm = self.communicator(device) if tag == "send" and device.is_host else None
+            buf = self._buffers[key] = (device.xp.empty(bucket.size, dtype) if comm is None
+                                        else comm.allreduce_buffer(bucket.size, dtype))
         return buf
 
     def views(self, tag, bucket, device, dtype, shapes):
