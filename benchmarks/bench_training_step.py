@@ -340,6 +340,10 @@ def main(argv=None):
     parser.add_argument("--fresh", action="store_true",
                         help="add the MLP step in NumPy by hand with a fresh array for every "
                              "result (no out=), interleaved: what fresh arrays cost")
+    parser.add_argument("--gemms", action="store_true",
+                        help="add the MLP step's eight matrix products alone (no framework, no "
+                             "element-wise work), interleaved: the floor under any MLP step "
+                             "built on these GEMMs")
     parser.add_argument("--unfused", action="store_true",
                         help="add a contender whose optimizer updates one parameter at a time "
                              "in NumPy (the path before the fused C++ update), interleaved")
@@ -375,6 +379,11 @@ def main(argv=None):
         }
         if args.fresh:
             contenders["numpy fresh"] = (numpy_fresh_mlp_step(mt_mlp), list(zip(images, labels)))
+        if args.gemms:
+            from bench_step_overhead import gemms_only_step
+            products = gemms_only_step(np, mt_mlp, BATCH)
+            contenders["gemms only"] = (lambda x, y: products(x.reshape(BATCH, -1)),
+                                        list(zip(images, labels)))
         if args.unfused:
             twin = SeedMLP()
             for mine, theirs in zip(twin.trainable_params(), mt_mlp.trainable_params()):
@@ -406,6 +415,9 @@ def main(argv=None):
         if "numpy fresh" in med:
             print(f"  {model}: numpy fresh arrays / numpy by hand = "
                   f"{med['numpy fresh'] / med['numpy (by hand)']:.2f}")
+        if "gemms only" in med and "pytorch" in med:
+            print(f"  {model}: gemms only / pytorch = {med['gemms only'] / med['pytorch']:.2f}  "
+                  "(the step's GEMMs alone: no step built on them is faster)")
         if "unfused" in med:
             print(f"  {model}: minitorch_dist / unfused optimizer = {mt / med['unfused']:.2f}")
     return results
