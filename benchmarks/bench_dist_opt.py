@@ -150,7 +150,8 @@ def comm_job(args, comm, rank):
     "DistOpt exchange, grads in bucket" is what ``backward_and_update`` runs after backward,
     with ``NoUpdate``: backward's observer (``BucketFill``) has already written the gradients (times 1/2, the
     pre-division) into the bucket (untimed here: it is part of backward), then the bucket's
-    allreduce, the per-parameter views and the optimizer calls. "copy into bucket" times those
+    allreduce (through memory the two ranks share: ``communication/node_shared.py``), the
+    per-parameter views and the optimizer calls. "copy into bucket" times those
     writes alone (the work that moved into backward, where the gradients are still in cache).
     "DistOpt.step fp32 (packs after)" is the path for gradients handed over as arrays
     (``step(grads)``): gradient checks, packing into the bucket, the allreduce, the views.
@@ -328,6 +329,67 @@ def interleaved_job(args, comm, rank, packing=False):
             if cpu_one else 0.0}
 
 
+def shared_ab_job(args, comm, rank):
+    """The same 2-rank training with the bucket reduced through shared memory and through
+    MPI's Allreduce, in alternating blocks of one job (ABBA), so that both see the same load:
+    two DistOpts over one network, the second on a communicator made with
+    ``MINITORCH_DIST_SHARED_ALLREDUCE=0``. Per block: the wall time between barriers and the
+    slower rank's CPU seconds of its training thread."""
+    from mpi4py import MPI
+    from minitorch_dist.communication import MPICommunicator
+    ms, nn, DistOpt, CNN = _model_parts()
+    world = MPI.COMM_WORLD
+    batches = rank_batches(ms, rank)
+    ms.set_seed(0)
+    net = CNN()
+    loss_fn = nn.CrossEntropyLoss()
+    shared = DistOpt(nn.SGD(net.trainable_params(), LR, momentum=MOMENTUM))
+    saved = os.environ.get("MINITORCH_DIST_SHARED_ALLREDUCE")
+    os.environ["MINITORCH_DIST_SHARED_ALLREDUCE"] = "0"
+    try:
+        plain_comm = MPICommunicator(world.Dup())
+    finally:
+        if saved is None:
+            del os.environ["MINITORCH_DIST_SHARED_ALLREDUCE"]
+        else:
+            os.environ["MINITORCH_DIST_SHARED_ALLREDUCE"] = saved
+    through_mpi = DistOpt(nn.SGD(net.trainable_params(), LR, momentum=MOMENTUM),
+                          communicator=plain_comm)
+    per_block = max(1, args.steps // args.blocks)
+    wall, cpu = {"shared": [], "mpi": []}, {"shared": [], "mpi": []}
+
+    def timed(name, dist, b):
+        world.Barrier()
+        start, thread = time.perf_counter(), time.thread_time()
+        for i in range(per_block):
+            x, y = batches[(b * per_block + i) % len(batches)]
+            dist(loss_fn(net(x), y))
+        cpu[name].append(time.thread_time() - thread)
+        world.Barrier()
+        wall[name].append(time.perf_counter() - start)
+
+    for b in range(max(1, args.warmup // per_block + 1)):       # warm-up: both paths
+        timed("shared", shared, b)
+        timed("mpi", through_mpi, b)
+    for name in wall:
+        wall[name].clear()
+        cpu[name].clear()
+    for b in range(2 * args.blocks):       # ABBA
+        order = ("shared", "mpi") if b % 2 == 0 else ("mpi", "shared")
+        for name in order:
+            timed(name, shared if name == "shared" else through_mpi, b)
+    slower = {name: np.array(cpu[name]) for name in cpu}
+    for array in slower.values():
+        world.Allreduce(MPI.IN_PLACE, array, op=MPI.MAX)
+    return {"blocks": 2 * args.blocks, "steps_per_block": per_block,
+            "wall_ratio": statistics.median(np.array(wall["shared"]) / np.array(wall["mpi"])),
+            "cpu_ratio": float(np.median(slower["shared"] / slower["mpi"])),
+            "shared_ms": 1e3 * statistics.median(wall["shared"]) / per_block,
+            "mpi_ms": 1e3 * statistics.median(wall["mpi"]) / per_block,
+            "reductions": shared.communicator._shared.reductions
+            if getattr(shared.communicator, "_shared", None) is not None else 0}
+
+
 def worker(args):
     from minitorch_dist import kernels
     from minitorch_dist.communication import get_communicator, get_rank, init
@@ -335,7 +397,7 @@ def worker(args):
     comm, rank = get_communicator(), get_rank()
     jobs = {"wire": wire_job, "comm": comm_job, "train": train_job,
             "train_packing": lambda *a: train_job(*a, packing=True),
-            "interleaved": interleaved_job,
+            "interleaved": interleaved_job, "shared_ab": shared_ab_job,
             "interleaved_packing": lambda *a: interleaved_job(*a, packing=True)}
     for name in args.worker.split(","):
         result = jobs[name](args, comm, rank)
@@ -442,6 +504,15 @@ def report_interleaved(results, title=True):
     return statistics.median(ratios), cpu
 
 
+def report_shared_ab(ab):
+    print(f"\n   2-rank training, the bucket through shared memory against MPI's Allreduce, "
+          f"alternating\n   blocks of {ab['steps_per_block']} steps in one job "
+          f"({ab['blocks']} blocks each, ABBA; per pair of blocks, median):")
+    print(f"  ms per step: shared {ab['shared_ms']:.2f}, MPI {ab['mpi_ms']:.2f}; "
+          f"shared / MPI: wall {ab['wall_ratio']:.3f}, slower rank's CPU {ab['cpu_ratio']:.3f}"
+          f"  ({ab['reductions']} shared reductions)")
+
+
 def run_scaling_job(n, path, args, timeout):
     """One job of a scaling repeat: an ``n``-rank ``train`` job (``path``), or the machine's
     ceiling (two 1-rank jobs at once, their samples/s summed), or a 2-rank job whose bucket
@@ -520,6 +591,8 @@ def driver(args):
         packing_mixed, packing_cpu = report_interleaved(mixed["train_packing"], title=False)
     ceiling = report_ceiling(pairs["train"], ceilings)
     if args.compare_shared:
+        shared_ab = launch(2, "shared_ab", args, timeout)["shared_ab"]
+        report_shared_ab(shared_ab)
         print("   the same 2-rank jobs with MINITORCH_DIST_SHARED_ALLREDUCE=0 (the bucket "
               "reduced by MPI's Allreduce),\n   in the same repeats:")
         mpi_scaling = report_scaling(through_mpi, title=False)
@@ -546,6 +619,8 @@ def driver(args):
     if args.compare_shared:
         print(f"  (the bucket through MPI's Allreduce instead: 2 ranks / 1 rank {mpi_scaling:.2f},"
               f" / ceiling {mpi_ceiling:.2f})")
+        print(f"  2-rank step, bucket through shared memory / through MPI, in one job = "
+              f"{shared_ab['wall_ratio']:.3f} (CPU {shared_ab['cpu_ratio']:.3f})")
     if args.with_packing:
         print(f"  (value_and_grad + step(grads), packing after backward: {packing:.2f}, "
               f"interleaved {packing_mixed:.2f}, by CPU time {packing_cpu:.2f})")

@@ -97,6 +97,10 @@ def test_quick_benchmark_runs_and_reports_the_ratios():
     assert _all(r"^  median 2 ranks / ceiling: " + NUMBER + "$", output) == [
         ceiling, float(through_mpi.group(2))]
     assert re.search(r"per repeat, median = \S+ +\(target >= 0\.97\) +(PASS|MISS)", output)
+    # the in-job comparison of the two reduction paths, and the shared one really taken
+    ab = _ratio(output, "bucket through shared memory / through MPI, in one job")
+    assert math.isfinite(ab) and ab > 0
+    assert int(re.search(r"\((\d+) shared reductions\)", output).group(1)) > 0
 
 
 @pytest.mark.mpi
