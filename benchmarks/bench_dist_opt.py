@@ -68,6 +68,16 @@ def rank_batches(ms, rank, count=8):
              ms.Tensor(rng.integers(0, 10, BATCH).astype(np.int32))) for _ in range(count)]
 
 
+def cnn_training(rank):
+    """``(ms, nn, DistOpt, world, batches, net, loss_fn)``: what every training job of this
+    benchmark starts from (the same seeded CNN, this rank's batches)."""
+    from mpi4py import MPI
+    ms, nn, DistOpt, CNN = _model_parts()
+    batches = rank_batches(ms, rank)
+    ms.set_seed(0)
+    return ms, nn, DistOpt, MPI.COMM_WORLD, batches, CNN(), nn.CrossEntropyLoss()
+
+
 def training_step(ms, nn, net, optimizer, dist=None, option="fp32", **step_args):
     """One step: forward, backward, then ``dist.step`` (or the plain optimizer)."""
     loss_fn = nn.CrossEntropyLoss()
@@ -220,15 +230,9 @@ def train_job(args, comm, rank, packing=False):
     (say, the plain optimizer) doubles the working set and slowed the 1-rank figure by ~25%,
     which made 2 ranks look superlinear.
     """
-    from mpi4py import MPI
-    ms, nn, DistOpt, CNN = _model_parts()
-    world = MPI.COMM_WORLD
+    ms, nn, DistOpt, world, batches, net, loss_fn = cnn_training(rank)
     size = world.Get_size()
-    batches = rank_batches(ms, rank)
-    ms.set_seed(0)
-    net = CNN()
     dist = DistOpt(nn.SGD(net.trainable_params(), LR, momentum=MOMENTUM))
-    loss_fn = nn.CrossEntropyLoss()
 
     def step(x, y):                        # SINGA's train_cnn.py: out, loss; opt(loss)
         dist(loss_fn(net(x), y))
@@ -262,12 +266,7 @@ def interleaved_job(args, comm, rank, packing=False):
     (``packing``: ``value_and_grad`` + ``step(grads)``, as there).
     """
     from mpi4py import MPI
-    ms, nn, DistOpt, CNN = _model_parts()
-    world = MPI.COMM_WORLD
-    batches = rank_batches(ms, rank)
-    ms.set_seed(0)
-    net = CNN()
-    loss_fn = nn.CrossEntropyLoss()
+    ms, nn, DistOpt, world, batches, net, loss_fn = cnn_training(rank)
     both = DistOpt(nn.SGD(net.trainable_params(), LR, momentum=MOMENTUM))
     solo_comm = comm.split([0])
     alone = None if solo_comm is None else DistOpt(
@@ -337,12 +336,7 @@ def shared_ab_job(args, comm, rank):
     slower rank's CPU seconds of its training thread."""
     from mpi4py import MPI
     from minitorch_dist.communication import MPICommunicator
-    ms, nn, DistOpt, CNN = _model_parts()
-    world = MPI.COMM_WORLD
-    batches = rank_batches(ms, rank)
-    ms.set_seed(0)
-    net = CNN()
-    loss_fn = nn.CrossEntropyLoss()
+    ms, nn, DistOpt, world, batches, net, loss_fn = cnn_training(rank)
     shared = DistOpt(nn.SGD(net.trainable_params(), LR, momentum=MOMENTUM))
     saved = os.environ.get("MINITORCH_DIST_SHARED_ALLREDUCE")
     os.environ["MINITORCH_DIST_SHARED_ALLREDUCE"] = "0"

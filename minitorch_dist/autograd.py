@@ -256,23 +256,9 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False, observer=N
     held = []      # (node, its inputs, its output gradients, input positions held back)
     target_ids = None if targets is None else {id(t) for t in targets}
 
-    def deliver(tensor, grad):
-        node = tensor.grad_fn
-        if node is None or (target_ids is not None and id(tensor) in target_ids):
-            entry = leaves.get(id(tensor))
-            if entry is None:
-                leaves[id(tensor)] = [tensor, grad]
-            else:
-                entry[1] = _accumulate(entry[1], grad)
-            if node is None:
-                return
-        key = (node, tensor._out_index)
-        total = pending.get(key)
-        pending[key] = grad if total is None else _accumulate(total, grad)
-
     for root, grad in zip(roots, root_grads):
         if root.requires_grad:
-            deliver(root, _fit(grad, root, _RootPrim))
+            _deliver(root, _fit(grad, root, _RootPrim), pending, leaves, target_ids)
 
     nodes, node_inputs, leaf_ids = _topological_order(roots)
     # With targets, only nodes with a target below them run (a gradient of the wide weights
@@ -404,8 +390,8 @@ def _call_backward(node, inputs, out_grads, pending, leaves, target_ids, skip=()
     """Run ``node``'s backward and deliver its input gradients (``inputs``: ``node.inputs``
     resolved): all of them, all but the positions in ``skip``, or ``only`` those
     (``needs_input_grad`` is narrowed to match, so a split primitive computes just what is
-    asked). ``pending``, ``leaves`` and ``target_ids`` are ``run_backward``'s: each gradient
-    is delivered as its ``deliver`` does, inline."""
+    asked). ``pending``, ``leaves`` and ``target_ids`` are ``run_backward``'s, where each
+    gradient is delivered (``_deliver``)."""
     ctx, prim = node.ctx, node.prim
     narrowed = bool(skip) or only is not None
     if narrowed:
@@ -436,18 +422,24 @@ def _call_backward(node, inputs, out_grads, pending, leaves, target_ids, skip=()
         if type(grad) is not np.ndarray or grad.shape != meta.shape or \
                 grad.dtype is not meta.dtype or tensor.device.xp is not np:
             grad = _fit(grad, tensor, prim)
-        producer = tensor.grad_fn       # run_backward's deliver, inline
-        if producer is None or target_ids is not None and id(tensor) in target_ids:
-            entry = leaves.get(id(tensor))
-            if entry is None:
-                leaves[id(tensor)] = [tensor, grad]
-            else:
-                entry[1] = _accumulate(entry[1], grad)
-            if producer is None:
-                continue
-        key = (producer, tensor._out_index)
-        total = pending.get(key)
-        pending[key] = grad if total is None else _accumulate(total, grad)
+        _deliver(tensor, grad, pending, leaves, target_ids)
+
+
+def _deliver(tensor, grad, pending, leaves, target_ids):
+    """Add ``grad`` to ``tensor``'s: into ``leaves`` for a leaf or a target, and into
+    ``pending`` (by producer and output index) for an intermediate, whose node runs later."""
+    producer = tensor.grad_fn
+    if producer is None or target_ids is not None and id(tensor) in target_ids:
+        entry = leaves.get(id(tensor))
+        if entry is None:
+            leaves[id(tensor)] = [tensor, grad]
+        else:
+            entry[1] = _accumulate(entry[1], grad)
+        if producer is None:
+            return
+    key = (producer, tensor._out_index)
+    total = pending.get(key)
+    pending[key] = grad if total is None else _accumulate(total, grad)
 
 
 def _memory_owner(array):

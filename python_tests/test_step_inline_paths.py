@@ -1,7 +1,7 @@
 """The step's inlined common cases (issue 29, "thinner steps"): backward delivering a gradient
 that already fits without ``_fit``, a single output's gradient taken without
-``_output_gradients``, a fresh leaf gradient handed out without ``_own``, dispatch's forward
-called without ``_called``, the fused optimizer's placement rows sharing one device name,
+``_output_gradients``, a fresh leaf gradient handed out without ``_own``, dispatch's common
+call (one device found in one pass), the fused optimizer's placement rows sharing one device name,
 and ``MatMul``'s transposes without a helper. Each gives what the general path gives, and
 every other case still reaches the general path."""
 import numpy as np

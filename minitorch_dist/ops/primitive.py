@@ -262,27 +262,7 @@ class Primitive:
         # one shared tuple per pattern of up to 4 inputs: a tape node keeps none of its own
         ctx.needs_input_grad = _needs_patterns.setdefault(needs, needs) if len(needs) <= 4 \
             else needs
-        try:        # _called, inline: no memory to charge on this path
-            out = self.forward(ctx, *arrays, **attrs)
-        except (MemoryError, ValueError, TypeError, IndexError) as err:
-            error = self._forward_error(err, device, arrays)
-            if error is None:
-                raise
-            raise error from err
-        if type(out) is not np.ndarray:     # a tuple, a NumPy scalar or a device's array
-            return self._recorded(ctx, inputs, _output_arrays(out, device), start)
-        # _recorded's one-array case, inline (keep the two in step)
-        differentiable = grad_on and out.dtype.kind == "f"
-        result = _new_object(Tensor)       # Tensor._make(out, device, differentiable, node)
-        result.data, result.device, result.requires_grad = out, device, differentiable
-        result.grad, result._out_index = None, 0
-        result.grad_fn = Node(self, ctx, inputs) if differentiable else None
-        if not self.calls:
-            _list_ran(self)
-        self.calls += 1
-        self.device_used = device
-        self.forward_time += perf_counter() - start
-        return result
+        return self._recorded(ctx, inputs, self._called(ctx, arrays, attrs, None), start)
 
     def _placed(self, inputs, device, start=0):
         """``inputs`` with every tensor on ``device``: each tensor prepares for the use (a
@@ -480,14 +460,6 @@ def _list_ran(prim):
     if not prim._op_id:
         prim._op_id = next(_op_ids)
     _ran[prim._op_id] = prim
-
-
-def _output_arrays(out, device):
-    """``_called``'s outputs where ``forward`` returned something other than one host array
-    (no memory to charge)."""
-    if isinstance(out, tuple):
-        return tuple([_as_array(o, device) for o in out])
-    return np.asarray(out) if device.xp is np else out
 
 
 def _as_array(out, device):
