@@ -74,7 +74,7 @@ def nonblocking_with_progress():
 
 def worker(blocks):
     from mpi4py import MPI
-    import bench_dist_opt as bench
+    import dist_opt_jobs as bench
     ms, nn, DistOpt, CNN = bench._model_parts()
     from minitorch_dist.communication import get_rank, init
     init()

@@ -97,6 +97,18 @@ def test_quick_benchmark_runs_and_reports_the_ratios():
     assert _all(r"^  median 2 ranks / ceiling: " + NUMBER + "$", output) == [
         ceiling, float(through_mpi.group(2))]
     assert re.search(r"per repeat, median = \S+ +\(target >= 0\.97\) +(PASS|MISS)", output)
+    # the ceiling inside one job: each repeat's ratio is its 2-rank over its ceiling
+    # samples/s within the quartiles it prints, and the summary repeats the median
+    in_job = _ratio(output, "the ceiling in alternating blocks of one job, median")
+    repeats = re.findall(r"^  repeat \d+: 2 ranks +" + NUMBER + " +ceiling +" + NUMBER
+                         + r" \(each rank alone: ([0-9, ]+)\) +2 ranks / ceiling " + NUMBER
+                         + r" \[" + NUMBER + ", " + NUMBER + r"\]", output, re.MULTILINE)
+    assert len(repeats) == 1, output
+    for two, ceiling_s, alone, ratio, low, high in repeats:
+        assert 0 < float(low) <= float(ratio) <= float(high), repeats
+        assert len(alone.split(",")) == 2
+    assert _all(r"^  median 2 ranks / ceiling, in one job: " + NUMBER + "$", output) == [in_job]
+    assert re.search(r"one job, median = \S+ +\(target >= 0\.97\) +(PASS|MISS)", output)
     # the in-job comparison of the two reduction paths, and the shared one really taken
     ab = _ratio(output, "bucket through shared memory / through MPI, in one job")
     assert math.isfinite(ab) and ab > 0
