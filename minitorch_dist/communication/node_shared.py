@@ -21,6 +21,9 @@ How:
 - A peer's file is mapped at its first reduction. The ranks then confirm, in one small
   allreduce, that every one of them mapped every file, and each owner removes its file
   (the mappings stay). A job that dies leaves at most the files of buffers never reduced.
+- A rank unmaps its peers' buffers once its own buffer that was reduced with them is
+  dropped. Ranks drop their buffers alike (each DistOpt its own buckets), so the memory of a
+  dropped bucket goes back to the machine instead of staying mapped until the job ends.
 - Chunk ``c`` is summed by rank ``c`` only, in a fixed order (its own values, then the
   other ranks' in rank order), and copied to every rank: all ranks get the same bits. With
   2 ranks that is ``a + b``, the bits ``Allreduce`` gives.
@@ -82,6 +85,7 @@ class SharedBuffers:
         self.rank, self.size = rank, size
         self._owned = {}        # data address -> (token, nbytes, path or None once removed)
         self._peers = {}        # (pid, token) -> the peer's buffer, mapped here
+        self._users = {}        # (pid, token) of a peer -> tokens of ours reduced with it
         self._confirmed = set()     # tuples of every rank's (pid, token): mapped everywhere
         self.reductions = 0     # reductions done through shared memory (tests read it)
 
@@ -114,12 +118,26 @@ class SharedBuffers:
         return array
 
     def _forget(self, address):
-        _, _, path = self._owned.pop(address, (None, None, None))
+        token, _, path = self._owned.pop(address, (None, None, None))
         if path is not None:
             try:
                 os.unlink(path)
             except OSError:
                 pass
+        if token is not None:
+            self._unmap_peers_of(token)
+
+    def _unmap_peers_of(self, token):
+        """Our buffer ``token`` is gone: drop the peers' buffers no other of ours was reduced
+        with (the last reference to a mapping closes it)."""
+        for peer in [peer for peer, users in self._users.items() if token in users]:
+            users = self._users[peer]
+            users.discard(token)
+            if not users:
+                del self._users[peer]
+                self._peers.pop(peer, None)
+        me = (os.getpid(), token)
+        self._confirmed = {key for key in self._confirmed if me not in key}
 
     def header(self, array):
         """``[shared?, pid, token, nbytes]`` of ``array`` (None: not reduced in place) for the
@@ -148,6 +166,10 @@ class SharedBuffers:
                                    f"buffer under {SHARED_DIR} (set "
                                    "MINITORCH_DIST_SHARED_ALLREDUCE=0 to reduce through MPI)")
             self._confirmed.add(key)
+            token = key[self.rank][1]
+            for r, peer in enumerate(key):
+                if r != self.rank:
+                    self._users.setdefault(peer, set()).add(token)
             self._release(array)
         buffers = [array if r == self.rank else self._peers[key[r]] for r in range(self.size)]
         lo, hi = (len(array) * self.rank) // self.size, (len(array) * (self.rank + 1)) // self.size

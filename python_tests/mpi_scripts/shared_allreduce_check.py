@@ -6,6 +6,7 @@ shared path. ``off`` as the first argument: the job runs with
 
 Prints ``OK rank <r>`` on success; any failed check raises, which aborts the whole job.
 """
+import gc
 import os
 import sys
 
@@ -123,6 +124,30 @@ for step in range(3):
 assert shared_count() == before + 3, (shared_count(), before)
 for p in net.trainable_params():
     same_on_every_rank(p.asnumpy())
+
+# 5. a dropped buffer's peers are unmapped on every rank: the memory goes back to the
+#    machine (before, each rank kept its peers' mappings until the job ended)
+def peers_mapped(paths):
+    with open("/proc/self/maps") as maps:
+        return sorted({p for line in maps for p in paths if p in line})
+
+
+drop = comm.allreduce_buffer(N, np.float32)
+drop[:] = values(10)
+comm.allreduce(drop, out=drop)
+mine = (os.getpid(), comm._shared._owned[drop.ctypes.data][0])
+peer_paths = [node_shared._path(pid, token) for pid, token in comm.comm.allgather(mine)
+              if pid != os.getpid()]
+assert len(peer_paths) == size - 1 and peers_mapped(peer_paths) == sorted(peer_paths)
+del drop
+gc.collect()
+assert peers_mapped(peer_paths) == [], "a dropped buffer's peers stay mapped"
+assert not any(mine in key for key in comm._shared._confirmed)
+buf[:] = values(11)                 # the buffers still alive reduce as before
+expected = mpi_sum(buf)
+before = shared_count()
+np.testing.assert_allclose(comm.allreduce(buf, out=buf), expected, rtol=1e-5, atol=1e-5)
+assert shared_count() == before + 1
 
 # every buffer reduced once has given its file up
 left = [f for f in os.listdir(node_shared.SHARED_DIR) if f.startswith(f"minitorch_dist-{os.getpid()}-")]
