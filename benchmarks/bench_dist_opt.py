@@ -200,9 +200,14 @@ def report_ceiling_in_job(results):
         ranks = ", ".join(f"{v:.0f}" for v in r["rank_per_s"])
         print(f"  repeat {i}: 2 ranks {r['two_per_s']:8.1f}   ceiling {r['ceiling_per_s']:8.1f}"
               f" (each rank alone: {ranks})   2 ranks / ceiling {r['ratio']:.2f} "
-              f"[{low:.2f}, {high:.2f}] over {r['blocks']} pairs of blocks")
+              f"[{low:.2f}, {high:.2f}] over {r['blocks']} pairs of blocks; waiting bound "
+              f"{r['waiting_bound']:.3f}")
     median = statistics.median(r["ratio"] for r in results)
     print(f"  median 2 ranks / ceiling, in one job: {median:.2f}")
+    print(f"  (waiting bound, median {statistics.median(r['waiting_bound'] for r in results):.3f}"
+          ": the alone steps of the two ranks paired one by one, their mean over their max;\n"
+          "   what waiting for the slower rank at every step would leave with an exchange that "
+          "costs nothing)")
     return median
 
 

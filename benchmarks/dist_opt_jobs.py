@@ -379,6 +379,7 @@ def ceiling_ab_job(args, comm, rank):
     alone = DistOpt(nn.SGD(net.trainable_params(), LR, momentum=MOMENTUM), communicator=mine)
     per_block = max(1, args.steps // args.blocks)
     two, own = [], []                      # per block: wall of a 2-rank block; this rank's own
+    step_times = []                        # this rank's steps in the alone blocks, in order
 
     def steps(dist, b):
         for i in range(per_block):
@@ -394,19 +395,29 @@ def ceiling_ab_job(args, comm, rank):
 
     def timed_alone(b):
         world.Barrier()
-        start = time.perf_counter()
-        steps(alone, b)
-        elapsed = time.perf_counter() - start
+        start = last = time.perf_counter()
+        for i in range(per_block):
+            x, y = batches[(b * per_block + i) % len(batches)]
+            alone(loss_fn(net(x), y))
+            now = time.perf_counter()
+            step_times.append(now - last)
+            last = now
         world.Barrier()
-        return elapsed
+        return last - start
 
     for b in range(max(1, args.warmup // per_block + 1)):   # warm-up: both kinds
         timed_two(b)
         timed_alone(b)
+    step_times.clear()
     for b in range(2 * args.blocks):       # ABBA
         order = (timed_two, timed_alone) if b % 2 == 0 else (timed_alone, timed_two)
         for fn in order:
             (two if fn is timed_two else own).append(fn(b))
+    # Steps that wait for each other take the slower rank's time: pairing the ranks' alone
+    # steps one by one, the mean over the max is what that wait alone leaves of the ceiling
+    # (with an exchange that costs nothing)
+    paired = np.array(world.allgather(step_times))
+    waiting_bound = float(paired.mean(axis=0).sum() / paired.max(axis=0).sum())
     two = np.array(two)
     world.Allreduce(MPI.IN_PLACE, two, op=MPI.MAX)       # a 2-rank block ends with its last rank
     everyone = np.array(world.allgather(own))             # (ranks, blocks): each rank's own time
@@ -416,6 +427,7 @@ def ceiling_ab_job(args, comm, rank):
             "ratio": float(np.median(two_per_s / ceiling_per_s)),
             "ratio_range": [float(v) for v in np.quantile(two_per_s / ceiling_per_s,
                                                           [0.25, 0.75])],
+            "waiting_bound": waiting_bound,
             "two_per_s": float(np.median(two_per_s)),
             "ceiling_per_s": float(np.median(ceiling_per_s)),
             "rank_per_s": [float(np.median(per_block * BATCH / t)) for t in everyone]}

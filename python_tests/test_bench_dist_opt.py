@@ -102,10 +102,12 @@ def test_quick_benchmark_runs_and_reports_the_ratios():
     in_job = _ratio(output, "the ceiling in alternating blocks of one job, median")
     repeats = re.findall(r"^  repeat \d+: 2 ranks +" + NUMBER + " +ceiling +" + NUMBER
                          + r" \(each rank alone: ([0-9, ]+)\) +2 ranks / ceiling " + NUMBER
-                         + r" \[" + NUMBER + ", " + NUMBER + r"\]", output, re.MULTILINE)
+                         + r" \[" + NUMBER + ", " + NUMBER + r"\] over \d+ pairs of blocks; "
+                         r"waiting bound " + NUMBER, output, re.MULTILINE)
     assert len(repeats) == 1, output
-    for two, ceiling_s, alone, ratio, low, high in repeats:
+    for two, ceiling_s, alone, ratio, low, high, bound in repeats:
         assert 0 < float(low) <= float(ratio) <= float(high), repeats
+        assert 0 < float(bound) <= 1, repeats     # a mean over a max
         assert len(alone.split(",")) == 2
     assert _all(r"^  median 2 ranks / ceiling, in one job: " + NUMBER + "$", output) == [in_job]
     assert re.search(r"one job, median = \S+ +\(target >= 0\.97\) +(PASS|MISS)", output)
