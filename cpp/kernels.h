@@ -14,5 +14,6 @@ void register_winograd(pybind11::module_& m);
 void register_batchnorm(pybind11::module_& m);
 void register_multi_optim(pybind11::module_& m);
 void register_elementwise(pybind11::module_& m);
+void register_pooling(pybind11::module_& m);
 
 }  // namespace mtd

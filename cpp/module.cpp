@@ -13,4 +13,5 @@ PYBIND11_MODULE(_C, m) {
     mtd::register_batchnorm(m);
     mtd::register_multi_optim(m);
     mtd::register_elementwise(m);
+    mtd::register_pooling(m);
 }

@@ -266,7 +266,7 @@ _HOST_FLOATS = frozenset([np.dtype(np.float32), np.dtype(np.float64)])   # '>f4'
 def relu(x):
     if type(x) is _ndarray and x.dtype in _HOST_FLOATS and x.flags.c_contiguous:
         return _C.relu(x)
-    return reference.relu(x)
+    return _relu_permuted(x)
 
 
 def relu_backward(g, y):
@@ -274,7 +274,7 @@ def relu_backward(g, y):
             g.dtype in _HOST_FLOATS and y.dtype == g.dtype and g.flags.c_contiguous and \
             y.flags.c_contiguous:
         return _C.relu_backward(g, y)
-    return reference.relu_backward(g, y)
+    return _relu_backward_permuted(g, y)
 
 
 def sum_rows(g):
@@ -284,3 +284,52 @@ def sum_rows(g):
             and g.flags.c_contiguous:
         return _C.sum_rows(g)
     return reference.sum_rows(g)
+
+
+def _dense_order(a):
+    """The axes of ``a`` from the largest stride to the smallest (ties in axis order, as
+    ``np.empty_like`` orders them): a.transpose(order) is C-contiguous when ``a`` is dense."""
+    strides = a.strides
+    return sorted(range(a.ndim), key=lambda d: -abs(strides[d]))
+
+
+def _inverse(order):
+    back = [0] * len(order)
+    for position, axis in enumerate(order):
+        back[axis] = position
+    return back
+
+
+def _relu_permuted(x):
+    """ReLU of a dense array in another axis order (a convolution's channels-last NCHW):
+    the C++ loop on the C-contiguous permutation, viewed back in x's layout."""
+    if type(x) is _ndarray and x.dtype in _HOST_FLOATS and x.ndim > 1:
+        order = _dense_order(x)
+        xt = x.transpose(order)
+        if xt.flags.c_contiguous:
+            return _C.relu(xt).transpose(_inverse(order))
+    return reference.relu(x)
+
+
+def _relu_backward_permuted(g, y):
+    """relu_backward where g and y share one dense layout other than C order."""
+    if type(g) is _ndarray and type(y) is _ndarray and g.shape == y.shape and g.ndim > 1 and \
+            g.dtype in _HOST_FLOATS and y.dtype == g.dtype:
+        order = _dense_order(y)
+        gt, yt = g.transpose(order), y.transpose(order)
+        if yt.flags.c_contiguous and gt.flags.c_contiguous:
+            return _C.relu_backward(gt, yt).transpose(_inverse(order))
+    return reference.relu_backward(g, y)
+
+
+def max_pool_backward(x, out, grad, kh, kw):
+    """One pass in C++ (cpp/pooling.cpp) for float32/float64 host arrays of one dtype, any
+    strides; anything else goes to the twin."""
+    if type(x) is _ndarray and type(out) is _ndarray and type(grad) is _ndarray and \
+            x.dtype in _HOST_FLOATS and out.dtype == x.dtype and grad.dtype == x.dtype and \
+            x.flags.aligned and out.flags.aligned and grad.flags.aligned:
+        reference._tiling_shapes(x, out, grad, kh, kw)
+        dx = np.empty_like(x)
+        _C.max_pool_backward(x, out, grad, dx, kh, kw)
+        return dx
+    return reference.max_pool_backward(x, out, grad, kh, kw)

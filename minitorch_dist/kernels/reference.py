@@ -491,3 +491,62 @@ def relu_backward(g, y):
 def sum_rows(g):
     """``g.sum(axis=0)``: the bias gradient of a 2-D ``g``."""
     return g.sum(axis=0)
+
+
+# --- max-pool backward over windows that tile the input exactly (issue 29) ---------------
+
+def max_pool_backward(x, out, grad, kh, kw):
+    """The input gradient of a max pooling whose ``kh x kw`` windows tile ``x`` exactly
+    (stride == kernel, no padding): each window's ``grad`` at its FIRST tap (row-major)
+    equal to the window's max in ``out``, ``grad * 0`` at every other element (so -0 for a
+    negative grad, NaN for an infinite or NaN one; a NaN max has no hit). ``x`` is
+    (N, C, OH*kh, OW*kw), ``out`` and ``grad`` (N, C, OH, OW); dx has x's layout.
+
+    >>> import numpy as np
+    >>> x = np.array([[[[1.0, 3.0], [3.0, 0.0]]]], np.float32)
+    >>> max_pool_backward(x, np.array([[[[3.0]]]], np.float32),
+    ...                   np.array([[[[2.0]]]], np.float32), 2, 2).ravel().tolist()
+    [0.0, 2.0, 0.0, 0.0]
+    """
+    _tiling_shapes(x, out, grad, kh, kw)
+    oh, ow = out.shape[2], out.shape[3]
+    taps = [(i * kw + j, (Ellipsis, slice(i, i + kh * oh, kh), slice(j, j + kw * ow, kw)))
+            for i in range(kh) for j in range(kw)]
+    return routed_max_gradient(np, x, out, grad, taps, exact=True)
+
+
+def routed_max_gradient(xp, x, out, grad, taps, exact):
+    """Max pooling's input gradient, tap by tap, with NumPy or CuPy (``xp``): ``taps`` lists
+    ``(t, index)`` in row-major window order, ``x[index]`` being tap t of every window.
+    ``exact``: the windows tile x (each element in one window: written once); otherwise
+    they overlap or pad, and the contributions add up in tap order into zeros.
+    ``MaxPool``'s backward for every case the C++ pass does not take."""
+    dx = xp.empty_like(x) if exact else xp.zeros_like(x)
+    hit = xp.empty_like(out, dtype=bool)      # out's memory layout: fast loops
+    taken = xp.empty_like(hit) if len(taps) > 1 else None
+    last = len(taps) - 1
+    for t, index in taps:
+        # hit: this tap holds the window's max and no earlier tap did (first max wins)
+        xp.equal(x[index], out, out=hit)
+        if t == 0:
+            if last:
+                xp.copyto(taken, hit)
+        else:
+            xp.greater(hit, taken, out=hit)
+            if t < last:
+                xp.logical_or(taken, hit, out=taken)
+        if exact:
+            xp.multiply(grad, hit, out=dx[index])
+        else:
+            dx[index] += grad * hit
+    return dx
+
+
+def _tiling_shapes(x, out, grad, kh, kw):
+    if out.ndim != 4 or grad.shape != out.shape:
+        raise ValueError(f"out and grad must be 4-D (N, C, OH, OW) of one shape, got {out.shape} "
+                         f"and {grad.shape}")
+    n, c, oh, ow = out.shape
+    if x.shape != (n, c, oh * kh, ow * kw):
+        raise ValueError(f"x must have shape {(n, c, oh * kh, ow * kw)} for {kh}x{kw} windows "
+                         f"that tile it, got {x.shape}")

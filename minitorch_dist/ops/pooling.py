@@ -13,8 +13,17 @@ Max pooling sends each window's gradient to the FIRST maximum in row-major windo
 PyTorch does; ties (common after a ReLU) do not split the gradient. float16 max pooling on
 the host runs these loops on a float32 copy (NumPy's float16 loops convert element by
 element); a max and a routed gradient are exact, so the float16 results are the same.
+
+Max pooling's backward routes the gradient tap by tap (``kernels.reference.
+routed_max_gradient``: four NumPy or CuPy passes per tap). On the host, windows that tile the
+input exactly (float32/float64) take one C++ pass instead (cpp/pooling.cpp), with the same
+bits; its twin, ``kernels.reference.max_pool_backward``, is the tap loop for that case.
 """
+import numpy as np
+
+from .. import kernels
 from ..backend import half
+from ..kernels import native, reference
 from .conv_geometry import pair as _pair, same_pads as _same_pads
 from .primitive import Primitive
 
@@ -70,6 +79,11 @@ class _PoolGeometry:
 def _inside(xp, out_size, stride, kernel, pad_before, size):
     start = xp.arange(out_size) * stride - pad_before
     return xp.minimum(start + kernel, size) - xp.maximum(start, 0)
+
+
+# one C++ pass where built (an extension built before it lacks it: the twin stands in)
+_tiled_max_backward = (native.max_pool_backward if kernels.HAVE_CPP and
+                       hasattr(native._C, "max_pool_backward") else reference.max_pool_backward)
 
 
 def _like(xp, grad, ref):
@@ -156,24 +170,9 @@ class MaxPool(_Pool2D):
         xp = ctx.xp
         grad = _like(xp, grad, out)
         exact = geo.tiles_exactly
-        dx = xp.empty_like(x) if exact else xp.zeros_like(x)
-        hit = xp.empty_like(out, dtype=bool)      # same memory layout as out: fast loops
-        taken = xp.empty_like(hit) if geo.kh * geo.kw > 1 else None
-        last = geo.kh * geo.kw - 1
-        for t, index in geo.taps():
-            # hit: this tap holds the window's max and no earlier tap did (first max wins)
-            xp.equal(x[index], out, out=hit)
-            if t == 0:
-                if last:
-                    xp.copyto(taken, hit)
-            else:
-                xp.greater(hit, taken, out=hit)
-                if t < last:
-                    xp.logical_or(taken, hit, out=taken)
-            if exact:
-                xp.multiply(grad, hit, out=dx[index])
-            else:
-                dx[index] += grad * hit
+        if exact and xp is np and not ctx.half:
+            return _tiled_max_backward(x, out, grad, geo.kh, geo.kw)
+        dx = reference.routed_max_gradient(xp, x, out, grad, list(geo.taps()), exact)
         return geo.unpad(dx) if geo.padded else dx
 
 
