@@ -167,8 +167,9 @@ def test_buckets_are_all_launched_before_the_first_wait_and_updated_as_they_arri
     log = []
     params = make_params(0)
     sgd = nn.SGD(params, 0.1)
-    original = sgd.update
-    sgd.update = lambda p, g: log.append(("update", int(p))) or original(p, g)
+    original = sgd.update_many      # each bucket's parameters in one call, as it arrives
+    sgd.update_many = lambda grads: log.extend(
+        ("update", i) for i, g in enumerate(grads) if g is not None) or original(grads)
     opt = DistOpt(sgd, communicator=_RecordingComm(log), buffSize=BUFF)
     opt.step(rank_grads(0, 0), threshold=THRESHOLD)
     # plan: p0 (30 > a 16-float bucket) alone, p2 (40 >= threshold) alone, p1 + p3 fused;

@@ -33,6 +33,12 @@ class _SingaRuleSGD(CoreSGD):
     def _apply_one(self, i, param, grad, lr, weight_decay, step, device):
         super()._apply_one(i, param, grad, lr, weight_decay, max(step, 1), device)
 
+    def _fused_update(self, params, grads, states, lr, weight_decay, step):
+        super()._fused_update(params, grads, states, lr, weight_decay, max(step, 1))
+
+
+_SingaRuleSGD._fused_owner = _SingaRuleSGD     # the same rule, fused (nn/optim/fused.py)
+
 
 def _tape_gradients(loss, params, call, scale=1.0):
     """``params`` (the optimizer's Parameters) and their gradient arrays for ``loss``, read
@@ -202,6 +208,13 @@ class Optimizer:
         if entry is None or entry[0] is not param:
             entry = self._single[id(param)] = (param, self._new_core([param]))
         entry[1].update(param, grad)
+
+    def update_many(self, gradients):
+        """``update`` for every bound parameter at once (``gradients`` aligned with the bound
+        parameters; None leaves one alone), fused where the core optimizer can (DistOpt
+        updates each reduced bucket this way)."""
+        self._ensure_bound(f"{self._name}.update_many")
+        self.core.update_many(gradients)
 
     def apply(self, param_name, param_value, param_grad):
         """SINGA's ``apply(name, param, grad)``: the update of one parameter."""

@@ -213,6 +213,21 @@ class Optimizer(Cell):
     def apply_gradients(self, gradients):
         """Update every parameter with its gradient, then advance ``global_step``; returns True."""
         self._check_gradients(gradients)
+        plan = self._update_each(gradients)
+        if plan is not None:
+            plan.flush()     # optimizer parallel: the updated slices gathered whole
+        self.global_step.data += 1
+        return True
+
+    def update_many(self, gradients):
+        """One ``update`` per parameter whose gradient (aligned with ``parameters``) is not
+        None, the dense host ones fused into one C++ call per group (``fused.py``); the step
+        counter does not move (call ``step()``). DistOpt updates each bucket this way."""
+        self._check_gradients(gradients)
+        self._update_each(gradients)
+
+    def _update_each(self, gradients):
+        """Update each parameter with a gradient; returns the slice plan to flush, or None."""
         step = self.current_step()
         rates = [_lr_at(lr, step) for lr in self._group_lrs]
         decays, group_of = self._group_wds, self._group_of
@@ -223,16 +238,11 @@ class Optimizer(Cell):
                 g = group_of[i]
                 piece = None if plan is None else plan[i]
                 self._update(i, param, grad, rates[g], decays[g], step, piece)
-        if plan is not None:
-            plan.flush()     # optimizer parallel: the updated slices gathered whole
-        self.global_step.data += 1
-        return True
+        return plan
 
     def update(self, param, grad):
         """Apply the current step's update to one parameter (a Parameter or its index).
-
-        The step counter does not move: call ``step()`` once all parameters are updated.
-        """
+        The step counter does not move: call ``step()`` once all parameters are updated."""
         i = self._index(param)
         if grad is None:
             return

@@ -257,14 +257,12 @@ class DistOpt:
             pending = [self._fused.finish(params, item, divisor) for item in pending]
             _check_half_finite(pending, world)
             for _, views in pending:
-                for pos, g in views:
-                    self.opt.update(pos, g)
+                self._update_bucket(views)
             self.opt.step()
             return True
         if self.loss_scale is None:    # update each bucket's parameters as soon as it arrives
             for item in pending:
-                for pos, g in self._fused.finish(params, item, divisor)[1]:
-                    self.opt.update(pos, g)
+                self._update_bucket(self._fused.finish(params, item, divisor)[1])
             self.opt.step()
             return True
         # Every rank sees the same reduced values, so they agree on "finite" without a message.
@@ -273,10 +271,23 @@ class DistOpt:
         if not self.loss_scale.update(finite):
             return False
         for _, views in results:
-            for pos, g in views:
-                self.opt.update(pos, g)
+            self._update_bucket(views)
         self.opt.step()
         return True
+
+    def _update_bucket(self, views):
+        """Update the parameters of one reduced bucket (``views``: position, gradient): in
+        one ``update_many`` call where the optimizer has it (its dense host updates fused
+        into one C++ call), else one ``update`` per parameter (SINGA's interface)."""
+        many = getattr(self.opt, "update_many", None)
+        if many is None:
+            for pos, g in views:
+                self.opt.update(pos, g)
+            return
+        grads = [None] * len(self.parameters)
+        for pos, g in views:
+            grads[pos] = g
+        many(grads)
 
     def _partial_step(self, grads):
         if self.loss_scale is not None and not self.loss_scale.update(self._agree_finite(grads)):
