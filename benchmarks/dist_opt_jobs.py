@@ -381,10 +381,16 @@ def ceiling_ab_job(args, comm, rank):
     two, own = [], []                      # per block: wall of a 2-rank block; this rank's own
     step_times = []                        # this rank's steps in the alone blocks, in order
 
-    def steps(dist, b):
+    def steps(dist, b, times=None):
+        """Block ``b``'s steps through ``dist``; each step's seconds into ``times`` if given."""
+        last = time.perf_counter()
         for i in range(per_block):
             x, y = batches[(b * per_block + i) % len(batches)]
             dist(loss_fn(net(x), y))
+            if times is not None:
+                now = time.perf_counter()
+                times.append(now - last)
+                last = now
 
     def timed_two(b):
         world.Barrier()
@@ -395,15 +401,11 @@ def ceiling_ab_job(args, comm, rank):
 
     def timed_alone(b):
         world.Barrier()
-        start = last = time.perf_counter()
-        for i in range(per_block):
-            x, y = batches[(b * per_block + i) % len(batches)]
-            alone(loss_fn(net(x), y))
-            now = time.perf_counter()
-            step_times.append(now - last)
-            last = now
+        start = time.perf_counter()
+        steps(alone, b, step_times)
+        elapsed = time.perf_counter() - start
         world.Barrier()
-        return last - start
+        return elapsed
 
     for b in range(max(1, args.warmup // per_block + 1)):   # warm-up: both kinds
         timed_two(b)
