@@ -6,6 +6,9 @@
   and zeroes the transfer and placement counters, so byte counts can be asserted exactly;
 * ``no_gpu`` makes sure neither a real nor a virtual GPU is visible;
 * Hypothesis runs without deadlines and derandomized, so the suite is deterministic;
+* ``-n auto`` (pyproject's addopts) starts one pytest-xdist worker per usable core, at most
+  ``MAX_WORKERS``: each MPI test starts ranks of its own, so more workers would only crowd
+  the cores;
 * a test that leaves the process ignoring Ctrl-C (SIGINT ignored at the C level, which
   ``signal.getsignal`` does not show) fails: every process the later tests start would
   inherit it, and a launcher started that way could not be interrupted.
@@ -37,6 +40,15 @@ if settings is not None:
     settings.register_profile("minitorch", deadline=None, derandomize=True, database=None,
                               print_blob=True)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "minitorch"))
+
+
+MAX_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config):
+    """The worker count ``-n auto`` gives: the usable cores, 1 to ``MAX_WORKERS``."""
+    from minitorch_dist.launch.mpiexec import usable_cores
+    return min(MAX_WORKERS, usable_cores())
 
 
 @pytest.fixture(autouse=True)

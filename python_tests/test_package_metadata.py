@@ -48,3 +48,23 @@ def test_ci_runs_the_pinned_tidy_guard_before_the_tests():
     lint = project["tool"]["ruff"]["lint"]
     assert {"F401", "F841", "F821", "E722"} <= set(lint["select"])
     assert lint["per-file-ignores"] == {"__init__.py": ["F401"]}
+
+
+def test_the_suite_runs_files_side_by_side_on_the_usable_cores(monkeypatch):
+    """The README's one test command runs test files in parallel workers (pytest-xdist, in
+    the ``dev`` extra), a file's tests in one worker, one worker per usable core up to
+    ``MAX_WORKERS``: the suite's wall time on CI's two cores depends on it."""
+    try:
+        import tomllib
+    except ImportError:                      # Python < 3.11
+        tomllib = pytest.importorskip("tomli")
+    import conftest
+    from minitorch_dist.launch import mpiexec
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as handle:
+        project = tomllib.load(handle)
+    dev = project["project"]["optional-dependencies"]["dev"]
+    assert any(r.startswith("pytest-xdist") for r in dev)
+    assert "-n auto --dist loadfile" in project["tool"]["pytest"]["ini_options"]["addopts"]
+    for cores, workers in ((1, 1), (2, 2), (conftest.MAX_WORKERS + 12, conftest.MAX_WORKERS)):
+        monkeypatch.setattr(mpiexec, "usable_cores", lambda cores=cores: cores)
+        assert conftest.pytest_xdist_auto_num_workers(None) == workers
