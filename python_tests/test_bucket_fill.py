@@ -172,19 +172,20 @@ def test_the_gradients_are_the_slots_of_one_buffer():
 
 
 def test_a_bucket_is_launched_as_soon_as_its_last_gradient_is_final(monkeypatch):
-    log = []
+    log = []     # rank 0's (a 1-rank DistOpt in fp32 has nothing to exchange: no buckets)
     original_put = BucketExchange.put
-    monkeypatch.setattr(BucketExchange, "put", lambda self, pos, grad: log.append(
-        ("grad", pos)) or original_put(self, pos, grad))
+    monkeypatch.setattr(BucketExchange, "put", lambda self, pos, grad: (self.fused.comm.rank == 0 and
+                        log.append(("grad", pos))) or original_put(self, pos, grad))
     original_launch = BucketExchange._launch
-    monkeypatch.setattr(BucketExchange, "_launch", lambda self, index, grads: log.append(
-        ("launch", self.plan[index][0].members)) or original_launch(self, index, grads))
+    monkeypatch.setattr(BucketExchange, "_launch", lambda self, index, grads: (self.fused.comm.rank == 0 and
+                        log.append(("launch", self.plan[index][0].members)))
+                        or original_launch(self, index, grads))
 
     def run(comm):
         params = make_params(comm.rank)
         DistOpt(nn.SGD(params, 0.1), communicator=comm, buffSize=BUFF).backward_and_update(
             loss_of(params, comm.rank, 0), threshold=THRESHOLD)
-    run_ranks(1, run, timeout=TIMEOUT)
+    run_ranks(2, run, timeout=TIMEOUT)
     # plan: (0,) alone, (3,) alone, (1, 2) fused, (4,) fused. The slotted buckets go out
     # first, last layer first: p4's before any earlier gradient exists, (1, 2) as soon as p1
     # arrives; then the ones sent alone from their own arrays, after backward.

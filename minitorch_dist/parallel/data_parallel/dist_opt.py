@@ -200,6 +200,8 @@ class DistOpt:
         elif sparse:
             applied = self._sparse_step(grads, loss, threshold, spars, option == "sparseTopK",
                                         corr)
+        elif option == "fp32" and self.world_size == 1:
+            applied = self._alone_step(grads, loss)
         else:
             half = option == "fp16"
             clip = float(clip_Value) if clipping and half else None
@@ -248,6 +250,27 @@ class DistOpt:
         if loss is not None:    # backward writes into the buckets and launches each one when full
             grads = self._run_backward(loss, BucketFill(exchange))
         return self._apply_dense(exchange.launch_rest(grads), half, divisor)
+
+    def _alone_step(self, grads, loss):
+        """fp32 on one rank: the mean over one rank is the gradient itself, so it goes to the
+        optimizer as it is, with no bucket and no reduction (the bits of ``_dense_step``,
+        which would copy it into a bucket and through an identity allreduce; a parameter
+        without a gradient gets zeros there too)."""
+        if grads is None:
+            grads = self.backward(loss)
+        grads = [self.parameters[pos].device.xp.zeros(p.shape, p.dtype) if g is None else g
+                 for pos, (g, p) in enumerate(zip(grads, self.parameters))]
+        scale = self._scale()
+        if scale != 1:      # copies (the arrays passed to step() are the caller's), divided
+            grads = [g.copy() for g in grads]      # in place as _apply_dense divides its bucket
+            for g in grads:
+                g /= scale
+            if not self.loss_scale.update(all(bool(array_module(g).isfinite(g).all())
+                                              for g in grads)):
+                return False
+        self._update_bucket(enumerate(grads))
+        self.opt.step()
+        return True
 
     def _apply_dense(self, pending, half, divisor):
         """Wait for each launched bucket, divide by ``divisor`` and update (all buckets first
