@@ -27,11 +27,9 @@ import numpy as np
 
 import minitorch_dist as ms
 from minitorch_dist import log, nn
-from minitorch_dist.backend import get_device
-from minitorch_dist.backend.memory import DeviceOutOfMemoryError
+from minitorch_dist.backend import DeviceOutOfMemoryError, get_device
 from minitorch_dist.communication import get_communicator, get_rank, init, launched_world_size, run_ranks
-from minitorch_dist.parallel import DistributedGradReducer
-from minitorch_dist.parallel.data_parallel.weight_slicing import resident_bytes
+from minitorch_dist.parallel import DistributedGradReducer, resident_bytes
 from minitorch_dist.parallel.nn import GradAccumulation, MicroBatchInterleaved
 from minitorch_dist.parallel.sharding.scope import sharding_world
 

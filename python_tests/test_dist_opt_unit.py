@@ -1,5 +1,7 @@
-"""``DistOpt`` on in-process ranks (``LocalCommunicator`` threads): every option against a
-closed form computed here with NumPy, with a different gradient on every rank."""
+"""``DistOpt`` on in-process ranks (``LocalCommunicator`` threads): construction, the fp32 and
+fp16 options, partial update, dynamic loss scaling, bad input, communication volume and
+gradient kinds, each against a closed form computed here with NumPy, with a different
+gradient on every rank. The sparse options are in ``test_dist_opt_sparse.py``."""
 import numpy as np
 import pytest
 
@@ -124,22 +126,13 @@ def ops_matmul(a, b):
     return ms.ops.matmul(a, b)
 
 
-class _RecordingComm(Communicator):
-    """One rank whose nonblocking allreduce logs when it is launched and waited for."""
-
-    def __init__(self, log):
-        super().__init__()
-        self.log = log
+class _OneRankComm(Communicator):
+    """A 1-rank communicator with nothing behind it, for argument checks."""
 
     def _allreduce(self, array, op, out):
         result = out if out is not None else array.copy()
         result[...] = array
         return result
-
-    def _iallreduce(self, array, op, out):
-        self.log.append(("launch", array.size))
-        result = self._allreduce(array, op, out)
-        return Request(lambda: self.log.append(("wait", array.size)) or result)
 
     def _allgather(self, array):
         return array[None].copy()
@@ -163,15 +156,33 @@ class _RecordingComm(Communicator):
         pass
 
 
-def test_buckets_are_all_launched_before_the_first_wait_and_updated_as_they_arrive():
-    log = []
-    params = make_params(0)
-    sgd = nn.SGD(params, 0.1)
+def _record_launches_waits_and_updates(comm, sgd, log):
+    """Log when ``comm``'s nonblocking allreduces are launched and waited for, and which
+    parameters ``sgd`` updates in between."""
+    launch = comm._iallreduce
+
+    def logged_launch(array, op, out):
+        log.append(("launch", array.size))
+        request = launch(array, op, out)
+        return Request(lambda: log.append(("wait", array.size)) or request.wait())
+
+    comm._iallreduce = logged_launch
     original = sgd.update_many      # each bucket's parameters in one call, as it arrives
     sgd.update_many = lambda grads: log.extend(
         ("update", i) for i, g in enumerate(grads) if g is not None) or original(grads)
-    opt = DistOpt(sgd, communicator=_RecordingComm(log), buffSize=BUFF)
-    opt.step(rank_grads(0, 0), threshold=THRESHOLD)
+
+
+def test_buckets_are_all_launched_before_the_first_wait_and_updated_as_they_arrive():
+    log = []     # rank 0's (a 1-rank DistOpt in fp32 has nothing to exchange: no buckets)
+
+    def run(comm):
+        sgd = nn.SGD(make_params(0), 0.1)
+        if comm.rank == 0:
+            _record_launches_waits_and_updates(comm, sgd, log)
+        opt = DistOpt(sgd, communicator=comm, buffSize=BUFF)
+        opt.step(rank_grads(comm.rank, 0), threshold=THRESHOLD)
+
+    run_ranks(2, run, timeout=TIMEOUT)
     # plan: p0 (30 > a 16-float bucket) alone, p2 (40 >= threshold) alone, p1 + p3 fused;
     # launched in the one fixed order (the fused bucket first, then alone from the end)
     assert log == [("launch", 11), ("launch", 40), ("launch", 30),
@@ -231,112 +242,6 @@ def test_fp16_clipping_clamps_local_values_first():
 
     for got in run_ranks(2, run, timeout=TIMEOUT):
         np.testing.assert_allclose(got, [2.0, -0.375, -2.0], rtol=1e-3)
-
-
-# ---- sparse ---------------------------------------------------------------------------------
-def _small_magnitudes(rank, step, n):
-    """Distinct magnitudes below 1, mixed signs, so the top-K set is unambiguous."""
-    rng = np.random.default_rng(77 + 10 * step + rank)
-    mags = rng.permutation(np.arange(1, n + 1)) / (n + 1.0)
-    return (mags * rng.choice([-1.0, 1.0], n)).astype(np.float32)
-
-
-def test_sparse_topk_sends_true_largest_with_error_feedback_exactly():
-    world, spars, steps = 2, 0.1, 3
-    shapes = [(4, 5), (30,)]          # one fused bucket of 50 elements -> k = 5
-
-    def grads_of(rank, step):
-        flat = _small_magnitudes(rank, step, 50)
-        return [flat[:20].reshape(4, 5), flat[20:]]
-
-    def run(comm):
-        params = make_params(0, shapes)
-        for p in params:
-            p.data[...] = 0
-        opt = DistOpt(nn.SGD(params, 1.0), communicator=comm)
-        history = []
-        for step in range(steps):
-            opt.step(grads_of(comm.rank, step), "sparseTopK", spars=spars)
-            history.append((np.concatenate([-v.ravel() for v in values(params)]),
-                            np.concatenate([opt.residual(i).ravel() for i in range(2)])))
-        return history
-
-    results = run_ranks(world, run, timeout=TIMEOUT)
-    residual = [np.zeros(50, np.float32) for _ in range(world)]
-    applied = np.zeros(50, np.float32)
-    for step in range(steps):
-        sent = []
-        for r in range(world):
-            acc = np.concatenate([g.ravel() for g in grads_of(r, step)]) + residual[r]
-            top = np.argsort(-np.abs(acc))[:5]
-            s = np.zeros(50, np.float32)
-            s[top] = acc[top]
-            kept = acc - s
-            kept[top] = 0
-            np.testing.assert_array_equal(s + kept, acc)          # conservation, exactly
-            sent.append(s)
-            residual[r] = kept
-        applied = applied + rank_order_mean(sent)
-        for r, history in enumerate(results):
-            total, res = history[step]
-            np.testing.assert_array_equal(total, applied)
-            np.testing.assert_array_equal(res, residual[r])
-            assert np.count_nonzero(res) <= 45 and (step or np.count_nonzero(res) == 45)
-
-
-def test_sparse_update_is_per_bucket_and_residual_survives_threshold_changes():
-    def run(comm):
-        params = make_params(0, [(10,), (10,)])
-        opt = DistOpt(nn.SGD(params, 1.0), communicator=comm)
-        g = [np.linspace(-1, 1, 10).astype(np.float32),
-             np.linspace(0.1, 0.2, 10).astype(np.float32)]
-        opt.step(g, "sparseTopK", spars=0.2, threshold=5)       # each tensor alone: k = 2 each
-        first = [np.count_nonzero(opt.residual(i)) for i in range(2)]
-        opt.step(g, "sparseTopK", spars=0.2)                    # fused: k = 4 over both
-        return first, [np.count_nonzero(opt.residual(i)) for i in range(2)]
-
-    for first, second in run_ranks(2, run, timeout=TIMEOUT):
-        assert first == [8, 8]
-        # fused: acc is 2g where kept and g where sent; the four largest are all in w0
-        assert second == [6, 10]
-
-
-def test_sparse_threshold_sends_at_or_above_and_caps_the_count():
-    def run(comm):
-        w = ms.Parameter(ms.Tensor(np.zeros(50, np.float32)), name="w")
-        opt = DistOpt(nn.SGD([w], 1.0), communicator=comm, sparse_cap=0.1)
-        opt.reset_comm_stats()
-        g = np.full(50, 0.5, np.float32)
-        g[::10] = np.arange(1, 6)                     # 5 large, 45 at exactly the threshold
-        opt.step((g,), "sparseThreshold", spars=0.5)  # all 50 pass, the cap (5) limits it
-        capped = opt.comm_stats()["by_op"]["allgatherv"]["bytes_sent"]
-        kept = np.count_nonzero(opt.residual(0))
-        opt.step((np.zeros(50, np.float32),), "sparseThreshold", spars=0.6, corr=False)
-        return capped, kept, -w.asnumpy()
-
-    for capped, kept, total in run_ranks(2, run, timeout=TIMEOUT):
-        assert capped == 5 * 4 + 5 * 4          # five int32 indices and five float32 values
-        assert kept == 45
-        expected = np.zeros(50, np.float32)
-        expected[::10] = np.arange(1, 6)
-        np.testing.assert_array_equal(total, expected)   # corr=False: residual 0.5 < 0.6 not sent
-
-
-def test_corr_false_keeps_no_residual_and_corr_can_be_switched_on_later():
-    def run(comm):
-        w = ms.Parameter(ms.Tensor(np.zeros(10, np.float32)), name="w")
-        opt = DistOpt(nn.SGD([w], 1.0), communicator=comm)
-        g = np.linspace(0.1, 1.0, 10).astype(np.float32)
-        opt.backward_and_sparse_update((w * ms.Tensor(g)).sum(), spars=0.5, topK=True, corr=False)
-        none_yet = opt.residual(0) is None
-        opt.backward_and_sparse_update((w * ms.Tensor(g)).sum(), spars=0.5, topK=True, corr=True)
-        return none_yet, opt.residual(0).copy(), -w.asnumpy()
-
-    g = np.linspace(0.1, 1.0, 10).astype(np.float32)
-    for none_yet, residual, total in run_ranks(2, run, timeout=TIMEOUT):
-        assert none_yet
-        np.testing.assert_array_equal(residual, np.where(np.arange(10) < 5, g, 0))
-        np.testing.assert_array_equal(total, np.where(np.arange(10) >= 5, 2 * g, 0))
 
 
 # ---- partial update -------------------------------------------------------------------------
@@ -512,7 +417,7 @@ def test_world_size_mismatch_raises_on_every_rank():
 
 def test_local_argument_errors():
     params = make_params(0)
-    comm = _RecordingComm([])
+    comm = _OneRankComm()
     with pytest.raises(TypeError, match="wraps an optimizer"):
         DistOpt(params, communicator=comm)
     with pytest.raises(ValueError, match="buffSize"):

@@ -6,6 +6,7 @@ from .context import (ParallelMode, set_auto_parallel_context, get_auto_parallel
 from .data_parallel.dist_opt import DistOpt, DIST_OPTIONS
 from .data_parallel.grad_reducer import DistributedGradReducer
 from .data_parallel.loss_scale import DynamicLossScale
+from .data_parallel.weight_slicing import resident_bytes
 from . import pipeline
 from .pipeline import (PipelineCell, PipelineGradReducer, pipeline_data_shard,
                        merge_pipeline_checkpoints)
@@ -31,7 +32,7 @@ _optimizer_parallel.install()     # optimizers slice their states under enable_p
 
 __all__ = ["ParallelMode", "set_auto_parallel_context", "get_auto_parallel_context",
            "reset_auto_parallel_context", "DistOpt", "DIST_OPTIONS", "DistributedGradReducer",
-           "DynamicLossScale", "pipeline", "PipelineCell", "PipelineGradReducer",
+           "DynamicLossScale", "resident_bytes", "pipeline", "PipelineCell", "PipelineGradReducer",
            "pipeline_data_shard", "merge_pipeline_checkpoints", "sharding", "ShardedCell",
            "merge_sharded_checkpoints", "merge_row_sliced_checkpoints", "AutoParallel",
            "Pipeline", "auto_parallel", "nn", "set_algo_parameters", "get_algo_parameters",
