@@ -6,6 +6,9 @@
   and zeroes the transfer and placement counters, so byte counts can be asserted exactly;
 * ``no_gpu`` makes sure neither a real nor a virtual GPU is visible;
 * Hypothesis runs without deadlines and derandomized, so the suite is deterministic;
+* every test leaves the process outside any communication world (``release()`` after it):
+  a world left by one test would be the next test's (``init`` keeps the first world), and a
+  process forked by a later test would inherit it;
 * ``-n auto`` (pyproject's addopts) starts one pytest-xdist worker per usable core, at most
   ``MAX_WORKERS``: each MPI test starts ranks of its own, so more workers would only crowd
   the cores;
@@ -49,6 +52,15 @@ def pytest_xdist_auto_num_workers(config):
     """The worker count ``-n auto`` gives: the usable cores, 1 to ``MAX_WORKERS``."""
     from minitorch_dist.launch.mpiexec import usable_cores
     return min(MAX_WORKERS, usable_cores())
+
+
+@pytest.fixture(autouse=True)
+def _release_communication():
+    """Every test leaves the process outside any communication world."""
+    yield
+    from minitorch_dist import communication
+    if communication.GlobalComm.INITED:
+        communication.release()
 
 
 @pytest.fixture(autouse=True)

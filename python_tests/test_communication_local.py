@@ -360,6 +360,25 @@ def test_init_single_process_is_a_world_of_one(released, monkeypatch):
     assert not C.GlobalComm.INITED
 
 
+
+def test_a_second_init_that_names_another_world_is_refused(released, monkeypatch):
+    """Regression: a process forked after its parent's ``init()`` called
+    ``init(unique_id=..., rank=r, world_size=n)`` and silently stayed in the parent's world
+    of one (get_group_size() == 1). Naming another world now raises; naming the same one
+    (or nothing) keeps it, as before."""
+    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    C.init()
+    first = C.get_communicator()
+    for kwargs in ({"unique_id": C.UniqueId(), "rank": 0, "world_size": 3},
+                   {"unique_id": C.UniqueId(), "rank": 0, "world_size": 1}):
+        with pytest.raises(RuntimeError, match=r"already in a world \(rank 0 of 1.*release\(\)"):
+            C.init(**kwargs)
+    with pytest.raises(RuntimeError, match=r"rank=2 \(it is 0\), world_size=3 \(it is 1\)"):
+        C.init_from_unique_id(C.UniqueId(), 2, 3)
+    C.init()
+    assert C.get_communicator() is first and C.get_group_size() == 1
+
 @pytest.mark.parametrize("name", ["mccl", "gloo", "MPI"])
 def test_init_accepts_host_backend_names(released, monkeypatch, name):
     monkeypatch.delenv("OMPI_COMM_WORLD_SIZE", raising=False)

@@ -236,11 +236,12 @@ def machines(tmp_path_factory):
             ip("netns", "add", ns)
             ip("-n", ns, "link", "set", "lo", "up")
         for network, prefix in (("clu0", CLUSTER), ("pub0", PUBLIC)):
-            left, right = f"m{network[0]}a{tag}", f"m{network[0]}b{tag}"
-            ip("link", "add", left, "type", "veth", "peer", "name", right)
-            for end, side, host in ((left, "a", 1), (right, "b", 2)):
-                ip("link", "set", end, "netns", names[side])
-                ip("-n", names[side], "link", "set", end, "name", network)
+            # both ends made inside their namespaces: an interface that showed up in this
+            # machine's namespace for a moment made a concurrent mpiexec fail to start (its
+            # PMIx listener enumerates the interfaces; the suite runs test files side by side)
+            ip("link", "add", network, "netns", names["a"], "type", "veth", "peer", "name",
+               network, "netns", names["b"])
+            for side, host in (("a", 1), ("b", 2)):
                 ip("-n", names[side], "addr", "add", f"{prefix}{host}/24", "dev", network)
                 ip("-n", names[side], "link", "set", network, "up")
         yield names

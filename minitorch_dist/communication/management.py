@@ -92,6 +92,7 @@ def init(backend_name=None, unique_id=None, rank=None, world_size=None):
     and ``world_size`` for processes started with ``multiprocessing`` (see ``UniqueId``).
     """
     if GlobalComm.INITED:
+        _check_same_world(unique_id, rank, world_size)
         return
     kind = _backend_kind(backend_name)
     if unique_id is not None:
@@ -115,6 +116,7 @@ def init_from_unique_id(unique_id, rank, world_size, backend_name=None):
     NCCL and TCP only bootstraps it.
     """
     if GlobalComm.INITED:
+        _check_same_world(unique_id, rank, world_size)
         return
     kind = _backend_kind(backend_name)
     if rank is None or world_size is None:
@@ -122,6 +124,25 @@ def init_from_unique_id(unique_id, rank, world_size, backend_name=None):
     from .tcp import TCPCommunicator
     _set_world(TCPCommunicator(unique_id, rank, world_size), kind,
                nccl_id=getattr(unique_id, "nccl_id", None))
+
+
+def _check_same_world(unique_id, rank, world_size):
+    """A second ``init`` keeps the first world, unless it names another one: then it is
+    refused (e.g. a process forked after its parent's ``init()`` would otherwise stay in the
+    parent's world of one instead of joining the ``unique_id``'s)."""
+    world = _state["world"]
+    asked = {"rank": rank, "world_size": world_size}
+    found = {"rank": world.rank, "world_size": world.size}
+    wrong = [f"{name}={asked[name]} (it is {found[name]})" for name in asked
+             if asked[name] is not None and asked[name] != found[name]]
+    if unique_id is not None and GlobalComm.BACKEND not in ("tcp", "nccl"):
+        wrong.append(f"a unique_id (the world is {GlobalComm.BACKEND!r}, not one joined by id)")
+    if wrong:
+        raise RuntimeError("init: this process is already in a world (rank "
+                           f"{world.rank} of {world.size}, backend {GlobalComm.BACKEND!r}); "
+                           f"it was asked for {', '.join(wrong)}. Call "
+                           "minitorch_dist.communication.release() first (a process forked "
+                           "after init() inherits its parent's world)")
 
 
 def _set_world(host, kind, nccl_id=None):
