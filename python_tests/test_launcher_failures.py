@@ -122,6 +122,39 @@ def test_ranks_that_all_finish_are_not_reported():
     assert sorted(done.stdout.split()) == ["0", "1", "ok", "ok"]
 
 
+@needs_mpi
+@pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="needs Linux's /proc/loadavg")
+def test_session_files_a_killed_mpiexec_left_behind_do_not_stop_a_later_job():
+    """Regression: a killed mpiexec leaves its session folder ``<temp>/ompi.<pid>``; a later
+    mpiexec with the same pid (pids wrap at 32768) failed at start ("The PMIx server's
+    listener thread failed to start"). The launcher now gives each job a fresh folder and
+    removes it afterwards. Here the next pids' folders are planted, with their sockets,
+    in a temporary folder of this test's (TMPDIR: other jobs do not see them)."""
+    import shutil
+    import socket
+    import tempfile
+    temp = tempfile.mkdtemp(prefix="mtd-t-", dir="/tmp")   # short: sockets live inside
+    try:
+        first = int(open("/proc/loadavg").read().split()[-1]) + 1     # the last pid given
+        host = socket.gethostname()
+        for pid in range(first, first + 300):
+            folder = os.path.join(temp, f"ompi.{pid}")
+            os.mkdir(folder)
+            for name in (f"pmix.{host}.tool", f"pmix.{host}.tool.{pid}",
+                         f"pmix.{host}.tool.prterun-{host}-{pid}@0"):
+                with socket.socket(socket.AF_UNIX) as stale:
+                    stale.bind(os.path.join(folder, name))
+        done = subprocess.run([sys.executable, "-m", "minitorch_dist.run", "-n", "2",
+                               "--timeout", "60", "-c", "print('ok')"], cwd=REPO,
+                              env=child_env({"TMPDIR": temp}), capture_output=True, text=True,
+                              timeout=90)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["ok", "ok"]
+        assert not [name for name in os.listdir(temp) if name.startswith("mtd-mpi-")]
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
 # ---- one report -------------------------------------------------------------------------------
 @needs_mpi
 def test_a_failed_job_is_reported_once(tmp_path):

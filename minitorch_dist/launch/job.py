@@ -128,6 +128,7 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
                                interfaces=interfaces)
     rank_env["MINITORCH_DIST_JOB_DIR"] = os.path.abspath(job_dir)
     rank_env[LAUNCHER_PID_VARIABLE] = launcher_identity()
+    session_base = fresh_session_base(rank_env, flavor)
     command = build_command(n, argv, mpiexec, flavor=flavor, oversubscribe=oversubscribe,
                             abort_on_error=runner, tag_output=demux, hosts=hosts,
                             hostfile=hostfile, interfaces=interfaces,
@@ -167,6 +168,8 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
             streams.join()
         relay.close()
         stop_guard(guard)
+        if session_base is not None:
+            shutil.rmtree(session_base, ignore_errors=True)
     if relay.stopped and ended_by is None:
         code = 1        # the relay ended a job that could never finish, as a rank would
     return _finish(n, process, code, ended_by, timeout, job_dir, keep_logs, streams)
@@ -214,6 +217,33 @@ def _prune_job_dirs(folder, keep=KEPT_JOB_DIRS):
         return
     for path in found[keep:]:
         shutil.rmtree(path, ignore_errors=True)
+
+
+SESSION_BASE_VARIABLES = ("PRTE_MCA_prte_tmpdir_base", "PRTE_MCA_prte_local_tmpdir_base")
+
+
+def fresh_session_base(env, flavor):
+    """Give Open MPI's session files (``ompi.<mpiexec's pid>``) a new, empty folder of this
+    job's (set in ``env``; returned, for removal after the job), unless ``env`` names one.
+
+    By default they go to ``<temp>/ompi.<pid>``, where an mpiexec that was killed leaves
+    them. A later mpiexec that gets the same pid (pids wrap at 32768 on many machines) then
+    cannot open its listener and the job fails at start ("The PMIx server's listener thread
+    failed to start"). The prefix is short: PMIx's socket paths inside must stay under
+    108 bytes. On several machines this is the launcher's machine's folder only.
+
+    >>> env = {}
+    >>> base = fresh_session_base(env, "openmpi")
+    >>> env["PRTE_MCA_prte_local_tmpdir_base"] == base and os.listdir(base) == []
+    True
+    >>> os.rmdir(base); fresh_session_base({}, "mpich") is None
+    True
+    """
+    if flavor != "openmpi" or any(env.get(name) for name in SESSION_BASE_VARIABLES):
+        return None
+    base = tempfile.mkdtemp(prefix="mtd-mpi-")
+    env["PRTE_MCA_prte_local_tmpdir_base"] = base
+    return base
 
 
 def _remove_job_dir(job_dir, keep_logs):
