@@ -173,13 +173,20 @@ def test_the_gradients_are_the_slots_of_one_buffer():
 
 def test_a_bucket_is_launched_as_soon_as_its_last_gradient_is_final(monkeypatch):
     log = []     # rank 0's (a 1-rank DistOpt in fp32 has nothing to exchange: no buckets)
-    original_put = BucketExchange.put
-    monkeypatch.setattr(BucketExchange, "put", lambda self, pos, grad: (self.fused.comm.rank == 0 and
-                        log.append(("grad", pos))) or original_put(self, pos, grad))
-    original_launch = BucketExchange._launch
-    monkeypatch.setattr(BucketExchange, "_launch", lambda self, index, grads: (self.fused.comm.rank == 0 and
-                        log.append(("launch", self.plan[index][0].members)))
-                        or original_launch(self, index, grads))
+    original_put, original_launch = BucketExchange.put, BucketExchange._launch
+
+    def put(self, pos, grad):
+        if self.fused.comm.rank == 0:
+            log.append(("grad", pos))
+        return original_put(self, pos, grad)
+
+    def launch(self, index, grads):
+        if self.fused.comm.rank == 0:
+            log.append(("launch", self.plan[index][0].members))
+        return original_launch(self, index, grads)
+
+    monkeypatch.setattr(BucketExchange, "put", put)
+    monkeypatch.setattr(BucketExchange, "_launch", launch)
 
     def run(comm):
         params = make_params(comm.rank)

@@ -86,6 +86,25 @@ def test_step_on_one_rank_with_loss_scaling_divides_copies_and_skips_overflow():
         np.testing.assert_array_equal(got, expected)     # 8g / 8 == g exactly
 
 
+def test_one_rank_at_loss_scale_one_still_skips_an_overflowing_step():
+    """Regression (found in review): at scale 1 the division is skipped, the finite check
+    and the scale's update must not be."""
+    def run(comm):
+        params = make_params()
+        opt = DistOpt(nn.SGD(params, 0.1), communicator=comm,
+                      loss_scale=DynamicLossScale(init_scale=1.0, min_scale=1.0,
+                                                  growth_interval=1))
+        bad = step_grads(0)
+        bad[0][0, 0] = np.nan
+        before = [p.asnumpy().copy() for p in params]
+        skipped = opt.step(bad)
+        unchanged = all(np.array_equal(p.asnumpy(), b) for p, b in zip(params, before))
+        applied = opt.step(step_grads(1))
+        return skipped, unchanged, applied, opt.loss_scale.scale
+
+    assert one_rank(run) == (False, True, True, 2.0)      # grew after one good step
+
+
 def test_one_rank_fp32_makes_no_bucket_and_the_other_options_still_do(monkeypatch):
     made = []
     original = BucketExchange.__init__

@@ -236,9 +236,8 @@ def machines(tmp_path_factory):
             ip("netns", "add", ns)
             ip("-n", ns, "link", "set", "lo", "up")
         for network, prefix in (("clu0", CLUSTER), ("pub0", PUBLIC)):
-            # both ends made inside their namespaces: an interface that showed up in this
-            # machine's namespace for a moment made a concurrent mpiexec fail to start (its
-            # PMIx listener enumerates the interfaces; the suite runs test files side by side)
+            # both ends made inside their namespaces: no interface comes and goes in this
+            # machine's namespace, where the jobs of tests running alongside list them
             ip("link", "add", network, "netns", names["a"], "type", "veth", "peer", "name",
                network, "netns", names["b"])
             for side, host in (("a", 1), ("b", 2)):

@@ -258,13 +258,14 @@ class DistOpt:
         without a gradient gets zeros there too)."""
         if grads is None:
             grads = self.backward(loss)
-        grads = [self.parameters[pos].device.xp.zeros(p.shape, p.dtype) if g is None else g
-                 for pos, (g, p) in enumerate(zip(grads, self.parameters))]
-        scale = self._scale()
-        if scale != 1:      # copies (the arrays passed to step() are the caller's), divided
-            grads = [g.copy() for g in grads]      # in place as _apply_dense divides its bucket
-            for g in grads:
-                g /= scale
+        grads = [p.device.xp.zeros(p.shape, p.dtype) if g is None else g
+                 for g, p in zip(grads, self.parameters)]
+        if self.loss_scale is not None:
+            scale = self._scale()
+            if scale != 1:      # copies (the arrays passed to step() are the caller's),
+                grads = [g.copy() for g in grads]   # divided as _apply_dense divides a bucket
+                for g in grads:
+                    g /= scale
             if not self.loss_scale.update(all(bool(array_module(g).isfinite(g).all())
                                               for g in grads)):
                 return False
