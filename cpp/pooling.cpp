@@ -39,6 +39,21 @@ struct Steps {
     std::int64_t x, o, g, d;
 };
 
+// A 2x2 window's gradient `gk` routed to the first of its taps (row-major) that holds the
+// max (e0..e3: tap == max), grad * 0 at the others: NumPy's bits, as 0/1 selects in T, so
+// the loops that call it vectorise.
+template <typename T>
+MTD_INLINE void first_of_four(T gk, bool e0, bool e1, bool e2, bool e3, T& d0, T& d1, T& d2,
+                              T& d3) {
+    const T s0 = e0 ? T(1) : T(0), s1 = e1 ? T(1) : T(0);
+    const T s2 = e2 ? T(1) : T(0), s3 = e3 ? T(1) : T(0);
+    const T t1 = s0 > s1 ? s0 : s1, t2 = t1 > s2 ? t1 : s2;
+    d0 = gk * s0;
+    d1 = gk * (s1 > s0 ? T(1) : T(0));
+    d2 = gk * (s2 > t1 ? T(1) : T(0));
+    d3 = gk * (s3 > t2 ? T(1) : T(0));
+}
+
 // One row of `len` windows along the inner axis, each window's taps in row-major order.
 // xtap/dtap: each tap's offset in x and dx from the window's first element. Taps > 0 and
 // S > 0 fix the tap count and the inner steps at compile time (x and dx step S, out and
@@ -64,15 +79,9 @@ MTD_INLINE void window_row(const T* x, const T* o, const T* g, T* d, const Steps
 #pragma GCC ivdep
         for (std::int64_t k = 0; k < len; ++k) {
             const T ok = ro[k], gk = rg[k];
-            const T s0 = x0[2 * k] == ok ? T(1) : T(0);
-            const T s1 = x0[2 * k + 1] == ok ? T(1) : T(0);
-            const T s2 = x1[2 * k] == ok ? T(1) : T(0);
-            const T s3 = x1[2 * k + 1] == ok ? T(1) : T(0);
-            const T t1 = s0 > s1 ? s0 : s1, t2 = t1 > s2 ? t1 : s2;
-            d0[2 * k] = gk * s0;
-            d0[2 * k + 1] = gk * (s1 > s0 ? T(1) : T(0));
-            d1[2 * k] = gk * (s2 > t1 ? T(1) : T(0));
-            d1[2 * k + 1] = gk * (s3 > t2 ? T(1) : T(0));
+            first_of_four(gk, x0[2 * k] == ok, x0[2 * k + 1] == ok, x1[2 * k] == ok,
+                          x1[2 * k + 1] == ok, d0[2 * k], d0[2 * k + 1], d1[2 * k],
+                          d1[2 * k + 1]);
         }
         return;
     }
@@ -90,16 +99,8 @@ MTD_INLINE void window_row(const T* x, const T* o, const T* g, T* d, const Steps
 #pragma GCC ivdep
         for (std::int64_t k = 0; k < len; ++k) {
             const T ok = ro[k * so], gk = rg[k * sg];
-            const T s0 = x0[k * sx] == ok ? T(1) : T(0);
-            const T s1 = x1[k * sx] == ok ? T(1) : T(0);
-            const T s2 = x2[k * sx] == ok ? T(1) : T(0);
-            const T s3 = x3[k * sx] == ok ? T(1) : T(0);
-            // hit: this tap holds the max and no earlier tap did; grad * 0 is NumPy's bits
-            const T t1 = s0 > s1 ? s0 : s1, t2 = t1 > s2 ? t1 : s2;
-            d0[k * sd] = gk * s0;
-            d1[k * sd] = gk * (s1 > s0 ? T(1) : T(0));
-            d2[k * sd] = gk * (s2 > t1 ? T(1) : T(0));
-            d3[k * sd] = gk * (s3 > t2 ? T(1) : T(0));
+            first_of_four(gk, x0[k * sx] == ok, x1[k * sx] == ok, x2[k * sx] == ok,
+                          x3[k * sx] == ok, d0[k * sd], d1[k * sd], d2[k * sd], d3[k * sd]);
         }
         return;
     }
