@@ -266,8 +266,7 @@ class DistOpt:
                 grads = [g.copy() for g in grads]   # divided as _apply_dense divides a bucket
                 for g in grads:
                     g /= scale
-            if not self.loss_scale.update(all(bool(array_module(g).isfinite(g).all())
-                                              for g in grads)):
+            if not self.loss_scale.update(_all_finite(grads)):
                 return False
         self._update_bucket(enumerate(grads))
         self.opt.step()
@@ -291,7 +290,7 @@ class DistOpt:
             return True
         # Every rank sees the same reduced values, so they agree on "finite" without a message.
         results = [self._fused.finish(params, item, divisor) for item in pending]
-        finite = all(bool(array_module(flat).isfinite(flat).all()) for flat, _ in results)
+        finite = _all_finite(flat for flat, _ in results)
         if not self.loss_scale.update(finite):
             return False
         for _, views in results:
@@ -364,7 +363,7 @@ class DistOpt:
 
     def _agree_finite(self, grads):
         """True when no rank has inf/NaN in its gradients (one tiny allreduce of a flag)."""
-        local = all(bool(array_module(g).isfinite(g).all()) for g in grads if g is not None)
+        local = _all_finite(g for g in grads if g is not None)
         xp = self.parameters[0].device.xp
         flag = xp.array([0.0 if local else 1.0], xp.float32)
         return float(self.communicator.allreduce(flag, "max")[0]) == 0.0
@@ -391,6 +390,11 @@ class DistOpt:
 
 
 # ---- construction helpers -------------------------------------------------------------------
+
+def _all_finite(arrays):
+    """Whether no array holds inf or NaN (NumPy or CuPy)."""
+    return all(bool(array_module(a).isfinite(a).all()) for a in arrays)
+
 
 def _check_option_arguments(option, sparse, spars, topK, corr, clipping, clip_Value=100):
     """Refuse arguments that ``option`` would ignore: ``spars``/``topK``/``corr`` act only in
@@ -490,10 +494,9 @@ def _describe(spec):
 def _check_half_finite(results, world):
     """Raise ``FloatingPointError`` (on every rank: the reduced values are the same) when an
     fp16 step without loss scaling produced inf/NaN, before any parameter changes."""
-    for flat, _ in results:
-        if not bool(array_module(flat).isfinite(flat).all()):
-            raise FloatingPointError(
-                "DistOpt fp16: a gradient overflowed float16 on the wire (|g| / world size > "
-                f"65504 with {world} ranks) or holds inf/NaN; the step was not applied. Use "
-                "loss_scale='dynamic' (such steps are skipped and the scale lowered), "
-                "clipping=True with clip_Value, or dist_option='fp32'.")
+    if not _all_finite(flat for flat, _ in results):
+        raise FloatingPointError(
+            "DistOpt fp16: a gradient overflowed float16 on the wire (|g| / world size > "
+            f"65504 with {world} ranks) or holds inf/NaN; the step was not applied. Use "
+            "loss_scale='dynamic' (such steps are skipped and the scale lowered), "
+            "clipping=True with clip_Value, or dist_option='fp32'.")
