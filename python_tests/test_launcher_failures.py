@@ -155,6 +155,20 @@ def test_session_files_a_killed_mpiexec_left_behind_do_not_stop_a_later_job():
         shutil.rmtree(temp, ignore_errors=True)
 
 
+@needs_mpi
+@pytest.mark.parametrize("n,hosts", [(0, None), (2, "bad host!")], ids=["no ranks", "bad host"])
+def test_a_job_that_cannot_start_leaves_no_folder(n, hosts, tmp_path, monkeypatch):
+    """Regression: the job folder and Open MPI's session folder were made before the command
+    was checked, so a refused job left both in the temporary folder; and ``launch()`` passed
+    a host name the command line refuses on to mpiexec (which failed after 2 s with its own
+    message)."""
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(ValueError):
+        launch(n, ["s.py"], hosts=hosts, timeout=60)
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
 # ---- one report -------------------------------------------------------------------------------
 @needs_mpi
 def test_a_failed_job_is_reported_once(tmp_path):

@@ -47,7 +47,7 @@ import time
 from . import report
 from .mpiexec import (build_command, find_mpiexec, forwarded_variables, mpi_flavor,
                       rank_environment)
-from .network import check_interfaces, job_environment
+from .network import check_interfaces, job_environment, parse_hosts, read_hostfile
 from .output import OutputDemux
 from .relay import RecordRelay
 from .teardown import (LAUNCHER_PID_VARIABLE, kill_job, launcher_identity,
@@ -108,6 +108,10 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
     timeout = check_timeout(timeout)
     if interfaces:
         interfaces = check_interfaces(interfaces)
+    if hosts:
+        parse_hosts(hosts)          # the command line's checks, for callers of launch() too
+    if hostfile:
+        read_hostfile(hostfile)
     mpiexec = find_mpiexec() if mpiexec is None else mpiexec
     flavor = mpi_flavor(mpiexec)
     out_sink, err_sink = popen_kwargs.pop("stdout", None), popen_kwargs.pop("stderr", None)
@@ -124,19 +128,26 @@ def launch(n, argv, timeout=None, oversubscribe=False, env=None, mpiexec=None, l
     else:
         _prune_job_dirs(tempfile.gettempdir())
         job_dir = tempfile.mkdtemp(prefix=JOB_DIR_PREFIX)
-    rank_env = job_environment(rank_environment(env), flavor, remote=remote,
-                               interfaces=interfaces)
-    rank_env["MINITORCH_DIST_JOB_DIR"] = os.path.abspath(job_dir)
-    rank_env[LAUNCHER_PID_VARIABLE] = launcher_identity()
-    session_base = fresh_session_base(rank_env, flavor)
-    command = build_command(n, argv, mpiexec, flavor=flavor, oversubscribe=oversubscribe,
-                            abort_on_error=runner, tag_output=demux, hosts=hosts,
-                            hostfile=hostfile, interfaces=interfaces,
-                            forward=forwarded_variables(rank_env) if remote else ())
-    process = subprocess.Popen(command, env=rank_env, start_new_session=True,
-                               stdout=subprocess.PIPE if demux else out_sink,
-                               stderr=subprocess.PIPE if demux else err_sink,
-                               preexec_fn=parent_death_signal(), **popen_kwargs)
+    session_base = None
+    try:    # a job that cannot start (bad ranks or hosts, no mpiexec) leaves no folder behind
+        rank_env = job_environment(rank_environment(env), flavor, remote=remote,
+                                   interfaces=interfaces)
+        rank_env["MINITORCH_DIST_JOB_DIR"] = os.path.abspath(job_dir)
+        rank_env[LAUNCHER_PID_VARIABLE] = launcher_identity()
+        session_base = fresh_session_base(rank_env, flavor)
+        command = build_command(n, argv, mpiexec, flavor=flavor, oversubscribe=oversubscribe,
+                                abort_on_error=runner, tag_output=demux, hosts=hosts,
+                                hostfile=hostfile, interfaces=interfaces,
+                                forward=forwarded_variables(rank_env) if remote else ())
+        process = subprocess.Popen(command, env=rank_env, start_new_session=True,
+                                   stdout=subprocess.PIPE if demux else out_sink,
+                                   stderr=subprocess.PIPE if demux else err_sink,
+                                   preexec_fn=parent_death_signal(), **popen_kwargs)
+    except BaseException:
+        if session_base is not None:
+            shutil.rmtree(session_base, ignore_errors=True)
+        _remove_job_dir(job_dir, keep_logs)
+        raise
     guard = start_guard(process.pid)
     relay = RecordRelay(job_dir, stop=lambda: threading.Thread(
         target=kill_job, args=(process,), daemon=True).start())
