@@ -31,7 +31,9 @@ import numpy as np
 import minitorch_dist as ms
 from minitorch_dist import nn, ops
 
-TARGETS = {"stack": 1.0, "alexnet": 1.2, "resnet18": 1.1, "seed004": 1.1}
+# issue 29 (one thread, quiet machine): stack 0.9, ResNet-18 1.0, seed 004 0.8; AlexNet keeps
+# the earlier issue's 1.2
+TARGETS = {"stack": 0.9, "alexnet": 1.2, "resnet18": 1.0, "seed004": 0.8}
 
 
 # ------------------------------------------------------------------------------- our models
