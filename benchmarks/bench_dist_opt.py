@@ -16,6 +16,8 @@ All three use SINGA's MNIST CNN (examples/mnist_cnn.py: 431,080 float32 paramete
    blocks of one job (``interleaved_job``: robust to load that drifts between jobs). Each
    repeat also runs the machine's ceiling, two 1-rank jobs at once, and the figure "2 ranks
    / ceiling" (target >= 0.97) is the 2-rank job's samples/s over theirs, per repeat.
+   One more job alternates blocks with the weight gradients computed in their bucket slots
+   and copied into them (``slots_ab``): step time, and bytes copied per step.
    ``--compare-shared`` adds, to each repeat, the 2-rank job with its bucket reduced by MPI's
    Allreduce instead of through memory the ranks share (``communication/node_shared.py``).
 
@@ -152,6 +154,18 @@ def report_shared_ab(ab):
           f"  ({ab['reductions']} shared reductions)")
 
 
+def report_slots_ab(ab):
+    copied = ab["copied_per_step"]
+    print(f"\n   2-rank training, weight gradients computed in their bucket slots against "
+          f"copied into them,\n   alternating blocks of {ab['steps_per_block']} steps in one "
+          f"job ({ab['blocks']} blocks each, ABBA; per pair of blocks, median):")
+    print(f"  ms per step: slots {ab['slots_ms']:.2f}, copy {ab['copy_ms']:.2f}; slots / copy: "
+          f"wall {ab['wall_ratio']:.3f} [{ab['wall_range'][0]:.3f}, {ab['wall_range'][1]:.3f}],"
+          f" slower rank's CPU {ab['cpu_ratio']:.3f}")
+    print(f"  bytes copied into the buckets per step: {copied['slots']:,.0f} with slots, "
+          f"{copied['copy']:,.0f} without (the model: {ab['bucket_bytes']:,} B)")
+
+
 def run_scaling_job(n, path, args, timeout):
     """One job of a scaling repeat: an ``n``-rank ``train`` job (``path``), or the machine's
     ceiling (two 1-rank jobs at once, their samples/s summed), or a 2-rank job whose bucket
@@ -254,6 +268,8 @@ def driver(args):
         packing_mixed, packing_cpu = report_interleaved(mixed["train_packing"], title=False)
     ceiling = report_ceiling(pairs["train"], ceilings)
     ceiling_in_job = report_ceiling_in_job(in_job)
+    slots_ab = launch(2, "slots_ab", args, timeout)["slots_ab"]
+    report_slots_ab(slots_ab)
     if args.compare_shared:
         shared_ab = launch(2, "shared_ab", args, timeout)["shared_ab"]
         report_shared_ab(shared_ab)
@@ -283,6 +299,10 @@ def driver(args):
     print(f"  2 ranks / the ceiling in alternating blocks of one job, median = "
           f"{ceiling_in_job:.2f}  (target >= {TARGETS['ceiling']})  "
           f"{verdict(ceiling_in_job, TARGETS['ceiling'], lower_is_better=False)}")
+    copied = slots_ab["copied_per_step"]
+    print(f"  2-rank step, weight gradients in their slots / copied in, in one job = "
+          f"{slots_ab['wall_ratio']:.3f}; bytes copied into buckets per step "
+          f"{copied['slots'] / max(copied['copy'], 1):.3f} of the copy path's")
     if args.compare_shared:
         print(f"  (the bucket through MPI's Allreduce instead: 2 ranks / 1 rank {mpi_scaling:.2f},"
               f" / ceiling {mpi_ceiling:.2f})")

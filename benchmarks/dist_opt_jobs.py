@@ -362,6 +362,66 @@ def shared_ab_job(args, comm, rank):
             if getattr(shared.communicator, "_shared", None) is not None else 0}
 
 
+def slots_ab_job(args, comm, rank):
+    """2-rank training with the weight gradients computed straight into their bucket slots
+    (``BucketExchange.slot_for``: MatMul writes there) and with every gradient copied into
+    its slot, in alternating blocks of one job (ABBA); per block the wall time between
+    barriers and the slower rank's CPU seconds. Also the bytes written (copied) into the
+    buckets per step on each side."""
+    from mpi4py import MPI
+    from minitorch_dist.parallel.data_parallel import buckets
+    ms, nn, DistOpt, world, batches, net, loss_fn = cnn_training(rank)
+    dist = DistOpt(nn.SGD(net.trainable_params(), LR, momentum=MOMENTUM))
+    offer, write = buckets.BucketExchange.slot_for, buckets.write_slot
+    copied = {"slots": 0, "copy": 0}
+    side = ["slots"]
+
+    def counted_write(xp, grad, slot, *rest):
+        copied[side[0]] += slot.nbytes
+        return write(xp, grad, slot, *rest)
+    buckets.write_slot = counted_write
+    per_block = max(1, args.steps // args.blocks)
+    wall, cpu, steps = {"slots": [], "copy": []}, {"slots": [], "copy": []}, {"slots": 0, "copy": 0}
+
+    def timed(name, b):
+        side[0] = name
+        buckets.BucketExchange.slot_for = offer if name == "slots" else lambda self, pos: None
+        world.Barrier()
+        start, thread = time.perf_counter(), time.thread_time()
+        for i in range(per_block):
+            x, y = batches[(b * per_block + i) % len(batches)]
+            dist(loss_fn(net(x), y))
+        cpu[name].append(time.thread_time() - thread)
+        world.Barrier()
+        wall[name].append(time.perf_counter() - start)
+        steps[name] += per_block
+
+    try:
+        for b in range(max(1, args.warmup // per_block + 1)):       # warm-up: both sides
+            timed("slots", b)
+            timed("copy", b)
+        for name in wall:
+            wall[name].clear()
+            cpu[name].clear()
+        for b in range(2 * args.blocks):       # ABBA
+            for name in (("slots", "copy") if b % 2 == 0 else ("copy", "slots")):
+                timed(name, b)
+    finally:
+        buckets.BucketExchange.slot_for, buckets.write_slot = offer, write
+    slower = {name: np.array(cpu[name]) for name in cpu}
+    for array in slower.values():
+        world.Allreduce(MPI.IN_PLACE, array, op=MPI.MAX)
+    return {"blocks": 2 * args.blocks, "steps_per_block": per_block,
+            "wall_ratio": statistics.median(np.array(wall["slots"]) / np.array(wall["copy"])),
+            "wall_range": [float(v) for v in np.quantile(
+                np.array(wall["slots"]) / np.array(wall["copy"]), [0.25, 0.75])],
+            "cpu_ratio": float(np.median(slower["slots"] / slower["copy"])),
+            "slots_ms": 1e3 * statistics.median(wall["slots"]) / per_block,
+            "copy_ms": 1e3 * statistics.median(wall["copy"]) / per_block,
+            "copied_per_step": {name: copied[name] / steps[name] for name in steps},
+            "bucket_bytes": int(sum(p.data.nbytes for p in net.trainable_params()))}
+
+
 def ceiling_ab_job(args, comm, rank):
     """2-rank training against the machine's ceiling, in alternating blocks of one job (ABBA).
 
@@ -443,7 +503,7 @@ def worker(args):
     jobs = {"wire": wire_job, "comm": comm_job, "train": train_job,
             "train_packing": lambda *a: train_job(*a, packing=True),
             "interleaved": interleaved_job, "shared_ab": shared_ab_job,
-            "ceiling_ab": ceiling_ab_job,
+            "ceiling_ab": ceiling_ab_job, "slots_ab": slots_ab_job,
             "interleaved_packing": lambda *a: interleaved_job(*a, packing=True)}
     for name in args.worker.split(","):
         result = jobs[name](args, comm, rank)

@@ -295,7 +295,11 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False, observer=N
                 held.append((node, inputs, out_grads, hold))
                 finals.hold(node, hold)
             skip = hold + off_path.get(node, ()) if useful is not None else hold
-            _call_backward(node, inputs, out_grads, pending, leaves, target_ids, skip=skip)
+            if watching and finals.slotting and not hold:   # gradients into the observer's memory
+                _call_into_slots(finals, node, inputs, out_grads, pending, leaves, target_ids,
+                                 skip)
+            else:
+                _call_backward(node, inputs, out_grads, pending, leaves, target_ids, skip=skip)
             if not retain_graph and not hold:
                 node.ctx = None
         if finals.final_after:      # some target's gradient may be final now
@@ -423,6 +427,20 @@ def _call_backward(node, inputs, out_grads, pending, leaves, target_ids, skip=()
                 grad.dtype is not meta.dtype or tensor.device.xp is not np:
             grad = _fit(grad, tensor, prim)
         _deliver(tensor, grad, pending, leaves, target_ids)
+
+
+def _call_into_slots(finals, node, inputs, out_grads, pending, leaves, target_ids, skip):
+    """``_call_backward`` with the observer's slots for this node's gradients, if it offers
+    any, in ``ctx.grad_slots`` for this call only (``BackwardObserver.gradient_slot``)."""
+    slots = finals.slots(node, inputs)
+    if slots is None:
+        _call_backward(node, inputs, out_grads, pending, leaves, target_ids, skip=skip)
+        return
+    node.ctx.grad_slots = slots
+    try:
+        _call_backward(node, inputs, out_grads, pending, leaves, target_ids, skip=skip)
+    finally:
+        node.ctx.grad_slots = None
 
 
 def _deliver(tensor, grad, pending, leaves, target_ids):

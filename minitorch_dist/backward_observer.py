@@ -11,6 +11,9 @@ through a :class:`BackwardObserver` passed as ``run_backward(..., observer=...)`
   the previous stage, and only then compute them (``deferred_inputs``, ``before_deferred``;
   :class:`DeferGradients` does exactly that).
 
+Buckets may also offer the memory a gradient is to end up in (``gradient_slot``): a
+primitive that can write its product there (``MatMul``) then does, and no copy follows.
+
 Every method has a no-op default, so an observer overrides only what it needs.
 
 >>> import numpy as np
@@ -43,6 +46,15 @@ class BackwardObserver:
         while backward goes on with earlier nodes. Return an array to hand out instead of
         ``grad`` (it is handed out as is, so it must be memory of its own), or None.
         """
+        return None
+
+    def gradient_slot(self, target):
+        """``(array, scale)``: memory that ``target``'s gradient times ``scale`` is to end up
+        in, which the primitive producing the gradient may compute straight into (and return
+        as the gradient); or None. Asked only where that primitive's gradient is the whole of
+        ``target``'s (a leaf; its only consumer; no gradient from elsewhere). ``scale`` must be a
+        power of two, so that the scaled product has the bits of the product, scaled.
+        ``on_gradient_final`` then receives that array."""
         return None
 
     def deferred_inputs(self, node):
@@ -95,7 +107,26 @@ class FinalGradients:
             raise ValueError("run_backward: an observer's on_gradient_final needs targets "
                              "(without them gradients go to .grad)")
         self.order = [id(t) for t in targets] if watching else []
-        self.final_after = _last_consumers(nodes, set(self.order))
+        self.final_after, self.consumers = _last_consumers(nodes, set(self.order))
+        self.slotting = watching and \
+            type(observer).gradient_slot is not BackwardObserver.gradient_slot
+
+    def slots(self, node, inputs):
+        """``{input position: (array, scale)}``: the observer's slots for the targets whose
+        gradient ``node`` alone produces (its only consumer, used once, nothing delivered
+        yet), for its backward to write into (``Context.grad_slots``); None if there are
+        none."""
+        found = None
+        for pos, inp in enumerate(inputs):
+            tid = id(inp)
+            if self.consumers.get(tid) != 1 or tid in self.leaves or inp.grad_fn is not None \
+                    or not node.ctx.needs_input_grad[pos]:
+                continue
+            slot = self.observer.gradient_slot(inp)
+            if slot is not None:
+                found = {} if found is None else found
+                found[pos] = slot
+        return found
 
     def hold(self, node, positions):
         """These inputs' gradients are deferred: final only once the deferred half ran."""
@@ -124,15 +155,17 @@ class FinalGradients:
 
 
 def _last_consumers(nodes, target_ids):
-    """``{node index: [target ids]}``: after which node each target's gradient is final."""
+    """``({node index: [target ids]}, {target id: uses})``: after which node each target's
+    gradient is final, and how many node inputs it is."""
     if not target_ids:
-        return {}
-    last = {}
+        return {}, {}
+    last, uses = {}, {}
     for index, node in enumerate(nodes):
         for inp in node.inputs:
             if inp is not None and id(inp) in target_ids:
                 last[id(inp)] = index
+                uses[id(inp)] = uses.get(id(inp), 0) + 1
     by_index = {}
     for tid, index in last.items():
         by_index.setdefault(index, []).append(tid)
-    return by_index
+    return by_index, uses

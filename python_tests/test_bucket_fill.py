@@ -152,8 +152,9 @@ def test_nothing_is_written_into_a_bucket_after_backward(monkeypatch):
         opt.step(opt.backward(loss_of(params, comm.rank, 2)))
         packed = [w for t, w in writes[start:] if t == mine]
         return filled.count(True), filled.count(False), packed.count(True), packed.count(False)
-    n = len(SHAPES)
-    assert run_ranks(2, run, timeout=TIMEOUT) == [(2 * n, 0, 0, n)] * 2
+    # on 2 ranks MatMul computes p0, p2 and p3 straight into their slots (no write at all)
+    n, direct = len(SHAPES), 3
+    assert run_ranks(2, run, timeout=TIMEOUT) == [(2 * (n - direct), 0, 0, n)] * 2
 
 
 def test_the_gradients_are_the_slots_of_one_buffer():

@@ -10,7 +10,7 @@ from .primitive import Primitive
 __all__ = ["MatMul", "BatchMatMul", "matmul", "batch_matmul"]
 
 
-def _mm(xp, a, b):
+def _mm(xp, a, b, out=None):
     """``xp.matmul(a, b)`` on the threads that pay for its size (``backend/threads.py``)."""
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     flops = m * k * n
@@ -20,9 +20,26 @@ def _mm(xp, a, b):
     # for all of them): skip its context manager, some 70 Python bytecodes a product.
     # get_num_threads first: it applies the thread policy before the first product.
     if threads.get_num_threads() <= 1 or flops >= threads.SMALL_PRODUCT_FLOPS:
-        return xp.matmul(a, b)
+        return xp.matmul(a, b, out=out)
     with threads.product_threads(flops):
-        return xp.matmul(a, b)
+        return xp.matmul(a, b, out=out)
+
+
+def _mm_into(xp, a, b, slot):
+    """``a @ b`` times the slot's scale, computed straight into the slot's array (a gradient
+    bucket's memory, ``Context.grad_slots``); None where it does not fit (the caller then
+    computes the product as usual). The scale, a power of two, multiplies the smaller
+    operand: exact, so the bits are those of the product, scaled."""
+    array, scale = slot
+    if a.ndim != 2 or b.ndim != 2 or array.shape != (a.shape[0], b.shape[1]) or \
+            not (array.dtype == a.dtype == b.dtype):
+        return None
+    if scale != 1:
+        if a.size <= b.size:
+            a = a * scale
+        else:
+            b = b * scale
+    return _mm(xp, a, b, out=array)
 
 
 class BatchMatMul(Primitive):
@@ -82,15 +99,31 @@ class BatchMatMul(Primitive):
             g = half.widen(g)
         ga = gb = None
         needs = ctx.needs_input_grad    # transposes inline: no helper frame per operand
-        if needs[0]:
+        if ctx.grad_slots is not None:  # bucket memory offered for some gradients
+            ga, gb = self._into_slots(ctx, g)
+        if needs[0] and ga is None:
             ga = _mm(xp, b.swapaxes(-1, -2) if tb else b, g.swapaxes(-1, -2)) if ta else \
                 _mm(xp, g, b if tb else b.swapaxes(-1, -2))
-        if needs[1]:
+        if needs[1] and gb is None:
             gb = _mm(xp, g.swapaxes(-1, -2), a.swapaxes(-1, -2) if ta else a) if tb else \
                 _mm(xp, a if ta else a.swapaxes(-1, -2), g)
         if ctx.half:    # each gradient rounded once to the inputs' float16
             ga = None if ga is None else half.narrow(ga)
             gb = None if gb is None else half.narrow(gb)
+        return ga, gb
+
+    def _into_slots(self, ctx, g):
+        """``(dA, dB)``, each computed into its slot of ``ctx.grad_slots`` where it has one
+        that fits (``_mm_into``), else None (``backward`` computes it as usual)."""
+        (a, b), xp, slots = ctx.saved, ctx.xp, ctx.grad_slots
+        ta, tb = self.transpose_a, self.transpose_b
+        ga = gb = None
+        if 0 in slots and ctx.needs_input_grad[0]:
+            ga = _mm_into(xp, b.T if tb else b, g.T, slots[0]) if ta else \
+                _mm_into(xp, g, b if tb else b.T, slots[0])
+        if 1 in slots and ctx.needs_input_grad[1]:
+            gb = _mm_into(xp, g.T, a.T if ta else a, slots[1]) if tb else \
+                _mm_into(xp, a if ta else a.T, g, slots[1])
         return ga, gb
 
 

@@ -55,6 +55,9 @@ class Context:
     """
 
     __slots__ = ("xp", "device", "needs_input_grad", "saved", "__dict__")
+    # {input position: (array, scale)} during a backward whose observer offers memory for
+    # those gradients (``BackwardObserver.gradient_slot``); a backward may ignore it
+    grad_slots = None
 
     def __init__(self, device):
         self.device = device

@@ -10,6 +10,11 @@ slot, a view of the bucket's flat buffer, while the array is still in cache. The
 handed out as the gradient, and a bucket's allreduce is launched when its last member
 arrives, while backward goes on with earlier layers.
 
+Where the slot is just the gradient times a power of two (fp32 or a sparse option's
+buffer, 2 or 4 or 8 ranks, ...), it is offered to backward itself (``gradient_slot``): a
+weight gradient that ``MatMul`` computes goes straight into the bucket, and nothing is
+copied. Other primitives, fp16 wires and other world sizes take the copy.
+
 >>> import numpy as np
 >>> import minitorch_dist as ms
 >>> from minitorch_dist.autograd import run_backward
@@ -40,6 +45,10 @@ class BucketFill(BackwardObserver):
     def __init__(self, exchange):
         self.exchange = exchange
         self.positions = {id(exchange.params[pos]): pos for pos in exchange.slots}
+
+    def gradient_slot(self, target):
+        pos = self.positions.get(id(target))
+        return None if pos is None else self.exchange.slot_for(pos)
 
     def on_gradient_final(self, target, grad):
         pos = self.positions.get(id(target))

@@ -26,6 +26,7 @@ final (``bucket_fill.BucketFill``, a backward observer), or from arrays afterwar
 [(0, 1), (2,), (3,)]
 """
 import bisect
+import math
 
 import numpy as np
 
@@ -135,6 +136,11 @@ def write_slot(xp, grad, slot, scale=1.0, half=False, bound=None):
     else:
         xp.multiply(grad, scale, out=slot, casting="unsafe")
     return slot
+
+
+def _power_of_two(scale):
+    """Whether multiplying by ``scale`` is exact (barring overflow and subnormals)."""
+    return scale > 0 and math.frexp(scale)[0] == 0.5
 
 
 def wire_bound(clip):
@@ -357,12 +363,25 @@ class BucketExchange:
         and launched keeps its own array)."""
         return bucket.fused or self.half or not self.launch
 
+    def slot_for(self, pos):
+        """``(slot, prescale)`` for a primitive to compute parameter ``pos``'s gradient
+        straight into (``BackwardObserver.gradient_slot``), or None: where the slot is a
+        plain ``prescale`` times the gradient in the parameter's dtype, and ``prescale`` a
+        power of two (then the product scaled has the bits ``write_slot`` would give)."""
+        entry = self.slots.get(pos)
+        if entry is None or pos in self.filled or self.half or not _power_of_two(self.prescale) \
+                or entry[1].dtype != self.params[pos].dtype:
+            return None
+        return entry[1], self.prescale
+
     def put(self, pos, grad):
         """Write parameter ``pos``'s gradient (None: zeros) into its slot, launch what is
-        ready, and return the slot (the gradient's new home)."""
+        ready, and return the slot (the gradient's new home). A gradient computed in the
+        slot already (``slot_for``) is not written again."""
         index, slot = self.slots[pos]
-        g = gradient_array(grad, self.params[pos], self.owner)
-        write_slot(self.plan[index][1].xp, g, slot, self.prescale, self.half, self.bound)
+        if grad is not slot:
+            g = gradient_array(grad, self.params[pos], self.owner)
+            write_slot(self.plan[index][1].xp, g, slot, self.prescale, self.half, self.bound)
         self.filled.add(pos)
         self.missing[index] -= 1
         # under --compute-slots a launch would wait for the other ranks mid-backward while

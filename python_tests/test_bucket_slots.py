@@ -1,0 +1,161 @@
+"""Weight gradients computed straight into their bucket slots (issue 29): an observer's
+``gradient_slot`` offers memory, ``MatMul``'s backward writes its product there, scaled by an
+exact power of two, and nothing is copied. The bits must be those of the copy path; a slot is
+offered only where the node's gradient is the whole of the target's."""
+import numpy as np
+import pytest
+
+import minitorch_dist as ms
+from minitorch_dist import nn, ops
+from minitorch_dist.autograd import run_backward
+from minitorch_dist.backward_observer import BackwardObserver
+from minitorch_dist.communication import run_ranks
+from minitorch_dist.parallel import DistOpt
+from minitorch_dist.parallel.data_parallel.buckets import BucketedAllreduce, BucketExchange
+
+TIMEOUT = 30
+
+
+class Offer(BackwardObserver):
+    """Offers a fresh array (times ``scale``) for every target; records what it was asked."""
+
+    def __init__(self, scale=0.25, dtype=None, shape=None):
+        self.scale, self.dtype, self.shape = scale, dtype, shape
+        self.offered, self.final = {}, {}
+
+    def gradient_slot(self, target):
+        array = np.full(self.shape or target.shape, np.nan, self.dtype or target.dtype)
+        self.offered[id(target)] = array
+        return array, self.scale
+
+    def on_gradient_final(self, target, grad):
+        self.final[id(target)] = grad
+
+
+def leaf(rng, shape, dtype=np.float32):
+    return ms.Tensor(rng.standard_normal(shape).astype(dtype), requires_grad=True)
+
+
+def plain_gradients(loss_fn, targets):
+    return run_backward([loss_fn()], [np.ones((), np.float32)], targets=targets)
+
+
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_matmul_writes_both_gradients_into_their_slots_with_the_scaled_bits(ta, tb):
+    rng = np.random.default_rng(0)
+    a = leaf(rng, (7, 5) if ta else (5, 7))
+    b = leaf(rng, (3, 7) if tb else (7, 3))
+    matmul = ops.MatMul(transpose_a=ta, transpose_b=tb)
+
+    def loss():
+        return (matmul(a, b) * 1.5).sum()
+    expected = plain_gradients(loss, [a, b])
+    offer = Offer(scale=0.25)
+    got = run_backward([loss()], [np.ones((), np.float32)], targets=[a, b], observer=offer)
+    for target, grad, want in zip((a, b), got, expected):
+        assert grad is offer.offered[id(target)]          # computed there, not copied
+        assert offer.final[id(target)] is grad
+        np.testing.assert_array_equal(grad, want * np.float32(0.25))   # bit for bit
+
+
+def test_no_slot_for_a_weight_used_twice_a_root_or_an_intermediate():
+    rng = np.random.default_rng(1)
+    x, w, v = leaf(rng, (4, 6)), leaf(rng, (6, 6)), leaf(rng, (6, 2))
+    h = ops.matmul(ops.matmul(x, w), w)              # w consumed by two nodes
+    out = ops.matmul(h, v)
+    offer = Offer()
+    roots, seeds = [out.sum(), v], [np.ones((), np.float32), np.ones((6, 2), np.float32)]
+    got = run_backward(roots, seeds, targets=[w, v, h], observer=offer, retain_graph=True)
+    # w: two consumers; v: also a root (its gradient starts there); h: not a leaf
+    assert offer.offered == {}
+    for grad, want in zip(got, run_backward(roots, seeds, targets=[w, v, h])):
+        np.testing.assert_array_equal(grad, want)
+
+
+def test_the_slots_are_withdrawn_after_the_call():
+    rng = np.random.default_rng(2)
+    x, w = leaf(rng, (4, 6)), leaf(rng, (6, 3))
+    product = ops.matmul(x, w)
+    node = product.grad_fn
+    y = product.sum()
+    offer = Offer()
+    first = run_backward([y], [np.ones((), np.float32)], targets=[w], observer=offer,
+                         retain_graph=True)[0]
+    assert first is offer.offered[id(w)] and node.ctx.grad_slots is None
+    again = run_backward([y], [np.ones((), np.float32)], targets=[w])[0]   # no observer
+    assert again is not first
+    np.testing.assert_array_equal(first, again * np.float32(0.25))
+
+
+@pytest.mark.parametrize("case", ["shape", "dtype", "float16"])
+def test_a_slot_that_does_not_fit_is_left_and_the_gradient_copied(case):
+    rng = np.random.default_rng(3)
+    dtype = np.float16 if case == "float16" else np.float32
+    x, w = leaf(rng, (4, 6), dtype), leaf(rng, (6, 3), dtype)
+    offer = Offer(shape=(3, 6) if case == "shape" else None,
+                  dtype=np.float64 if case == "dtype" else None)
+    grad = run_backward([ops.matmul(x, w).sum()], [np.ones((), dtype)], targets=[w],
+                        observer=offer)[0]
+    assert grad is not offer.offered[id(w)] and np.isnan(offer.offered[id(w)]).all()
+    np.testing.assert_array_equal(grad, plain_gradients(lambda: ops.matmul(x, w).sum(), [w])[0])
+
+
+@pytest.mark.parametrize("prescale, half, offered", [
+    (0.25, False, True), (1.0, False, True), (1 / 3, False, False), (0.25, True, False)])
+def test_the_exchange_offers_a_slot_only_where_the_scale_is_exact(prescale, half, offered):
+    params = [ms.Parameter(ms.Tensor(np.ones((4, 3), np.float32)), name="w")]
+    exchange = BucketExchange(BucketedAllreduce(None, buff_size=1024), params, threshold=100,
+                              half=half, prescale=prescale, launch=False)
+    slot = exchange.slot_for(0)
+    assert (slot is not None) == offered
+    if offered:
+        assert slot[0] is exchange.slots[0][1] and slot[1] == prescale
+        exchange.put(0, slot[0])             # already in place: recorded, not written again
+        assert 0 in exchange.filled and exchange.slot_for(0) is None
+
+
+def _dense_params(rank):
+    rng = np.random.default_rng(rank)
+    return [ms.Parameter(ms.Tensor(rng.standard_normal(s).astype(np.float32) * 0.3), name=f"p{i}")
+            for i, s in enumerate([(6, 8), (8,), (8, 3)])]
+
+
+def _loss(params, rank, step):
+    rng = np.random.default_rng(10 * step + rank)
+    x = ms.Tensor(rng.standard_normal((5, 6)).astype(np.float32))
+    h = ops.matmul(x, params[0]) + params[1]
+    return (ops.matmul(h.tanh(), params[2]) ** 2).mean()
+
+
+@pytest.mark.parametrize("world, half, direct", [
+    (2, False, 2), (3, False, 2), (4, False, 2), (2, True, 0)])
+def test_dist_opt_computes_matmul_weights_in_their_slots(world, half, direct, monkeypatch):
+    """Per rank and step, the two MatMul weights are computed in their slots (fp32 on any
+    world: the pre-division is 1/world for a power of two, none otherwise) and the bias is
+    copied; an fp16 wire copies all three. The parameters after 3 steps equal the copy
+    path's (slots refused) bit for bit."""
+    puts = []
+    original = BucketExchange.put
+
+    def put(self, pos, grad):
+        puts.append(grad is self.slots[pos][1])
+        return original(self, pos, grad)
+    monkeypatch.setattr(BucketExchange, "put", put)
+
+    def train(comm):
+        params = _dense_params(comm.rank)
+        opt = DistOpt(nn.SGD(params, 0.1, momentum=0.9), communicator=comm)
+        for step in range(3):
+            loss = _loss(params, comm.rank, step)
+            opt.backward_and_update_half(loss) if half else opt.backward_and_update(loss)
+        return [p.asnumpy().copy() for p in params]
+
+    with_slots = run_ranks(world, train, timeout=TIMEOUT)
+    assert (puts.count(True), puts.count(False)) == (3 * world * direct, 3 * world * (3 - direct))
+    monkeypatch.setattr(BucketExchange, "slot_for", lambda self, pos: None)   # copy path
+    del puts[:]
+    copied = run_ranks(world, train, timeout=TIMEOUT)
+    assert puts.count(True) == 0
+    for mine, theirs in zip(with_slots, copied):
+        for a, b in zip(mine, theirs):
+            np.testing.assert_array_equal(a, b)
