@@ -7,7 +7,9 @@ a fresh ``TMPDIR``. An option MindSpore documents as a no-op here (the seeds'
 Python warning with its source line.
 """
 import doctest
+import glob
 import importlib
+import json
 import os
 import re
 import subprocess
@@ -103,6 +105,18 @@ def test_no_docstring_example_makes_a_folder_it_does_not_remove():
                     path = os.path.join(folder, name)
                     found += [f"{os.path.relpath(path, REPO)}:{number}"
                               for number, line in _docstring_lines(path) if "mkdtemp(" in line]
+    assert found == []
+
+
+def test_no_notebook_makes_a_folder_it_does_not_remove():
+    """A learner runs a notebook many times: ``mkdtemp`` in a code cell leaves a folder in the
+    temporary folder each time (``TemporaryDirectory`` goes with the kernel)."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(EXAMPLES, "notebooks", "*.ipynb"))):
+        with open(path) as handle:
+            cells = json.load(handle)["cells"]
+        found += [f"{os.path.basename(path)} cell {number}" for number, cell in enumerate(cells)
+                  if cell["cell_type"] == "code" and "mkdtemp(" in "".join(cell["source"])]
     assert found == []
 
 

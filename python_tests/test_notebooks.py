@@ -32,7 +32,9 @@ def test_notebooks_are_present():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_runs(path, monkeypatch):
+def test_notebook_runs(path, monkeypatch, tmp_path):
+    """The notebook runs top to bottom and, once its kernel has stopped, has left nothing in
+    its temporary folder (04 and 06 used ``mkdtemp`` and left a folder on every run)."""
     nbformat = pytest.importorskip("nbformat", reason="nbformat is needed to read notebooks "
                                                       "(pip install minitorch_dist[dev])")
     nbclient = pytest.importorskip("nbclient", reason="nbclient is needed to run notebooks "
@@ -46,6 +48,9 @@ def test_notebook_runs(path, monkeypatch):
         pytest.skip("no 'python3' Jupyter kernel: run `python -m ipykernel install --sys-prefix`")
 
     _kernel_env(monkeypatch)
+    temp = tmp_path / "tmpdir"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))         # the kernel's temporary folder
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
         if cell.cell_type == "code":
@@ -56,6 +61,8 @@ def test_notebook_runs(path, monkeypatch):
         client.execute()
     except nbclient.exceptions.CellExecutionError as err:
         pytest.fail(f"{path.name} failed:\n{err}")
+    left = sorted(p.name for p in temp.iterdir())
+    assert left == [], f"{path.name} left {left} in its temporary folder"
 
 
 def test_core_doc_snippets_run():
