@@ -116,6 +116,8 @@ class FinalGradients:
         gradient ``node`` alone produces (its only consumer, used once, nothing delivered
         yet), for its backward to write into (``Context.grad_slots``); None if there are
         none."""
+        if not getattr(node.prim, "writes_gradient_slots", False):
+            return None         # its backward would not use them (and its ctx may be bare)
         found = None
         for pos, inp in enumerate(inputs):
             tid = id(inp)

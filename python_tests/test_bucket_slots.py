@@ -159,3 +159,22 @@ def test_dist_opt_computes_matmul_weights_in_their_slots(world, half, direct, mo
     for mine, theirs in zip(with_slots, copied):
         for a, b in zip(mine, theirs):
             np.testing.assert_array_equal(a, b)
+
+
+def test_a_node_whose_backward_writes_no_slots_is_not_asked():
+    """Regression: the engine read ``needs_input_grad`` from the context of every node that
+    alone consumes a target, and the nodes that hand out gradients computed elsewhere
+    (gradient accumulation's and PipelineCell's loss) have contexts without it; only
+    primitives that write slots (``writes_gradient_slots``) are offered any now."""
+    from minitorch_dist.autograd import Node
+    from minitorch_dist.ops.primitive import Context
+    from minitorch_dist.parallel.preset_gradients import PresetGradients
+    from minitorch_dist.tensor import Tensor
+    w = ms.Parameter(ms.Tensor(np.ones((2, 2), np.float32)), name="w")
+    ctx = Context(w.device)
+    ctx.grads = (np.full((2, 2), 3.0, np.float32),)
+    loss = Tensor._make(np.zeros((), np.float32), w.device, True,
+                        Node(PresetGradients("preset", "a test loss"), ctx, (w,)))
+    offer = Offer()
+    grad = run_backward([loss], [np.ones((), np.float32)], targets=[w], observer=offer)[0]
+    assert offer.offered == {} and grad.tolist() == [[3.0, 3.0], [3.0, 3.0]]

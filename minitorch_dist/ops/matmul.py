@@ -53,6 +53,7 @@ class BatchMatMul(Primitive):
     """
 
     split_backward = True     # each operand's gradient is its own product
+    writes_gradient_slots = True    # weight gradients straight into bucket slots
 
     min_ndim = 2
     # MindSpore's 2D/3D tensor parallel for Layout strategies (parallel/sharding/rules/layout_plan.py)

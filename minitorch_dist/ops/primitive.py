@@ -100,6 +100,9 @@ class Primitive:
     # True where backward computes each input's gradient only when ``needs_input_grad`` asks
     # for it, at no extra cost: a split backward (weights later) then costs nothing extra.
     split_backward = False
+    # True where backward may compute a gradient straight into memory an observer offers
+    # (``ctx.grad_slots``, ``BackwardObserver.gradient_slot``): only those are offered any.
+    writes_gradient_slots = False
     # True where backward exchanges messages with a peer running another program (pipeline
     # send/recv): it runs even when its gradient reaches no requested target, or the peer
     # would wait. Collectives need not: every rank of an SPMD program prunes the same nodes.
