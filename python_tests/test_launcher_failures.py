@@ -60,8 +60,15 @@ def test_timeout_values_that_are_fine():
 @needs_mpi
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGKILL])
 def test_a_signal_to_the_launcher_leaves_no_process(tmp_path, signum):
+    """A signal to the launcher ends every rank; except after SIGKILL, which nothing can
+    clean up after, it also leaves nothing in the temporary folder (here one of this test's,
+    so that a SIGKILL's leftovers do not stay in the machine's)."""
+    import shutil
+    import tempfile
+    temp = tempfile.mkdtemp(prefix="mtd-s-", dir="/tmp")   # short: PMIx sockets live inside
     launcher = subprocess.Popen([sys.executable, "-m", "minitorch_dist.run", "-n", "2", SLEEP,
-                                 str(tmp_path), "120"], cwd=REPO, env=child_env(),
+                                 str(tmp_path), "120"], cwd=REPO,
+                                env=child_env({"TMPDIR": temp}),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
@@ -80,6 +87,7 @@ def test_a_signal_to_the_launcher_leaves_no_process(tmp_path, signum):
             assert launcher.returncode == 128 + signum
             assert len(err.strip().splitlines()) == 1, err          # one line, no traceback
             assert "stopped all 2 ranks" in err and "Traceback" not in err
+            assert os.listdir(temp) == []         # job folder and MPI session folder gone
         if signum == signal.SIGINT:
             assert "Ctrl-C" in err and launcher.returncode == 130
     finally:
@@ -90,6 +98,7 @@ def test_a_signal_to_the_launcher_leaves_no_process(tmp_path, signum):
             pid = int(path.read_text())
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 # ---- early exit -------------------------------------------------------------------------------
