@@ -67,6 +67,35 @@ def test_init_abort_hook_ends_a_plain_mpiexec_job():
     assert time.monotonic() - start < 30
 
 
+
+@pytest.mark.mpi
+@needs_mpi
+@pytest.mark.parametrize("user_btl", [None, "self,sm,tcp"])
+def test_plain_mpiexec_on_one_machine_skips_the_ofi_probe_unless_btls_are_chosen(user_btl):
+    """Open MPI's ofi BTL probe cost every rank about 1 s at start under a plain
+    ``mpiexec -n 2`` here; the ranks of a one-machine job now leave it out, and a choice of
+    BTLs the user made is kept."""
+    import subprocess
+    from minitorch_dist.run import find_mpiexec, mpi_flavor, rank_environment
+    mpiexec = find_mpiexec()
+    if mpi_flavor(mpiexec) != "openmpi":
+        pytest.skip("Open MPI's BTLs")
+    env = rank_environment()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")]))
+    env.pop("OMPI_MCA_btl", None)
+    if user_btl:
+        env["OMPI_MCA_btl"] = user_btl
+    code = ("import os; from minitorch_dist.communication import init, get_rank; init(); "
+            "print(get_rank(), os.environ.get('OMPI_MCA_btl'))")
+    command = [mpiexec, "--oversubscribe", "-n", "2", sys.executable, "-c", code]
+    if os.geteuid() == 0:
+        command.insert(1, "--allow-run-as-root")
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.split("\n")[:2]) == [f"0 {user_btl or '^ofi'}",
+                                                   f"1 {user_btl or '^ofi'}"], done.stdout
+
+
 # ---- TCP: SINGA's multiprocessing launch -------------------------------------------------------
 @pytest.mark.parametrize("size, method", [(2, "spawn"), (3, "fork")])
 def test_multiprocessing_launch_with_unique_id(size, method):
