@@ -306,13 +306,49 @@ def interleaved_job(args, comm, rank, packing=False):
             if cpu_one else 0.0}
 
 
+def training_ab(args, world, batches, net, loss_fn, sides):
+    """Two ways of 2-rank training in alternating blocks of one job (ABBA), so that both see
+    the same load. ``sides`` is ``{name: (dist, before)}``: each block of ``dist`` steps is
+    timed between barriers, after ``before()`` (or nothing) has switched to that side.
+    Returns ``(per_block, wall, cpu)``: per side the blocks' wall seconds and the slower
+    rank's CPU seconds of its training thread."""
+    from mpi4py import MPI
+    per_block = max(1, args.steps // args.blocks)
+    wall, cpu = {name: [] for name in sides}, {name: [] for name in sides}
+
+    def timed(name, b):
+        dist, before = sides[name]
+        if before is not None:
+            before()
+        world.Barrier()
+        start, thread = time.perf_counter(), time.thread_time()
+        for i in range(per_block):
+            x, y = batches[(b * per_block + i) % len(batches)]
+            dist(loss_fn(net(x), y))
+        cpu[name].append(time.thread_time() - thread)
+        world.Barrier()
+        wall[name].append(time.perf_counter() - start)
+
+    first, second = sides
+    for b in range(max(1, args.warmup // per_block + 1)):       # warm-up: both sides
+        timed(first, b)
+        timed(second, b)
+    for name in sides:
+        wall[name].clear()
+        cpu[name].clear()
+    for b in range(2 * args.blocks):       # ABBA
+        for name in ((first, second) if b % 2 == 0 else (second, first)):
+            timed(name, b)
+    slower = {name: np.array(cpu[name]) for name in sides}
+    for array in slower.values():
+        world.Allreduce(MPI.IN_PLACE, array, op=MPI.MAX)
+    return per_block, {name: np.array(wall[name]) for name in sides}, slower
+
+
 def shared_ab_job(args, comm, rank):
     """The same 2-rank training with the bucket reduced through shared memory and through
-    MPI's Allreduce, in alternating blocks of one job (ABBA), so that both see the same load:
-    two DistOpts over one network, the second on a communicator made with
-    ``MINITORCH_DIST_SHARED_ALLREDUCE=0``. Per block: the wall time between barriers and the
-    slower rank's CPU seconds of its training thread."""
-    from mpi4py import MPI
+    MPI's Allreduce (``training_ab``): two DistOpts over one network, the second on a
+    communicator made with ``MINITORCH_DIST_SHARED_ALLREDUCE=0``."""
     from minitorch_dist.communication import MPICommunicator
     ms, nn, DistOpt, world, batches, net, loss_fn = cnn_training(rank)
     shared = DistOpt(nn.SGD(net.trainable_params(), LR, momentum=MOMENTUM))
@@ -327,37 +363,13 @@ def shared_ab_job(args, comm, rank):
             os.environ["MINITORCH_DIST_SHARED_ALLREDUCE"] = saved
     through_mpi = DistOpt(nn.SGD(net.trainable_params(), LR, momentum=MOMENTUM),
                           communicator=plain_comm)
-    per_block = max(1, args.steps // args.blocks)
-    wall, cpu = {"shared": [], "mpi": []}, {"shared": [], "mpi": []}
-
-    def timed(name, dist, b):
-        world.Barrier()
-        start, thread = time.perf_counter(), time.thread_time()
-        for i in range(per_block):
-            x, y = batches[(b * per_block + i) % len(batches)]
-            dist(loss_fn(net(x), y))
-        cpu[name].append(time.thread_time() - thread)
-        world.Barrier()
-        wall[name].append(time.perf_counter() - start)
-
-    for b in range(max(1, args.warmup // per_block + 1)):       # warm-up: both paths
-        timed("shared", shared, b)
-        timed("mpi", through_mpi, b)
-    for name in wall:
-        wall[name].clear()
-        cpu[name].clear()
-    for b in range(2 * args.blocks):       # ABBA
-        order = ("shared", "mpi") if b % 2 == 0 else ("mpi", "shared")
-        for name in order:
-            timed(name, shared if name == "shared" else through_mpi, b)
-    slower = {name: np.array(cpu[name]) for name in cpu}
-    for array in slower.values():
-        world.Allreduce(MPI.IN_PLACE, array, op=MPI.MAX)
+    per_block, wall, cpu = training_ab(args, world, batches, net, loss_fn,
+                                       {"shared": (shared, None), "mpi": (through_mpi, None)})
     return {"blocks": 2 * args.blocks, "steps_per_block": per_block,
-            "wall_ratio": statistics.median(np.array(wall["shared"]) / np.array(wall["mpi"])),
-            "cpu_ratio": float(np.median(slower["shared"] / slower["mpi"])),
-            "shared_ms": 1e3 * statistics.median(wall["shared"]) / per_block,
-            "mpi_ms": 1e3 * statistics.median(wall["mpi"]) / per_block,
+            "wall_ratio": float(np.median(wall["shared"] / wall["mpi"])),
+            "cpu_ratio": float(np.median(cpu["shared"] / cpu["mpi"])),
+            "shared_ms": 1e3 * float(np.median(wall["shared"])) / per_block,
+            "mpi_ms": 1e3 * float(np.median(wall["mpi"])) / per_block,
             "reductions": shared.communicator._shared.reductions
             if getattr(shared.communicator, "_shared", None) is not None else 0}
 
@@ -365,60 +377,42 @@ def shared_ab_job(args, comm, rank):
 def slots_ab_job(args, comm, rank):
     """2-rank training with the weight gradients computed straight into their bucket slots
     (``BucketExchange.slot_for``: MatMul writes there) and with every gradient copied into
-    its slot, in alternating blocks of one job (ABBA); per block the wall time between
-    barriers and the slower rank's CPU seconds. Also the bytes written (copied) into the
-    buckets per step on each side."""
-    from mpi4py import MPI
+    its slot (``training_ab``); also the bytes written (copied) into the buckets per step on
+    each side."""
     from minitorch_dist.parallel.data_parallel import buckets
     ms, nn, DistOpt, world, batches, net, loss_fn = cnn_training(rank)
     dist = DistOpt(nn.SGD(net.trainable_params(), LR, momentum=MOMENTUM))
     offer, write = buckets.BucketExchange.slot_for, buckets.write_slot
-    copied = {"slots": 0, "copy": 0}
-    side = ["slots"]
+    copied, calls, side = {"slots": 0, "copy": 0}, {"slots": 0, "copy": 0}, ["slots"]
 
     def counted_write(xp, grad, slot, *rest):
         copied[side[0]] += slot.nbytes
         return write(xp, grad, slot, *rest)
+
+    def counted(name, slot_for):
+        def step(loss):
+            calls[name] += 1
+            dist(loss)
+
+        def switch():
+            side[0] = name
+            buckets.BucketExchange.slot_for = slot_for
+        return step, switch
     buckets.write_slot = counted_write
-    per_block = max(1, args.steps // args.blocks)
-    wall, cpu, steps = {"slots": [], "copy": []}, {"slots": [], "copy": []}, {"slots": 0, "copy": 0}
-
-    def timed(name, b):
-        side[0] = name
-        buckets.BucketExchange.slot_for = offer if name == "slots" else lambda self, pos: None
-        world.Barrier()
-        start, thread = time.perf_counter(), time.thread_time()
-        for i in range(per_block):
-            x, y = batches[(b * per_block + i) % len(batches)]
-            dist(loss_fn(net(x), y))
-        cpu[name].append(time.thread_time() - thread)
-        world.Barrier()
-        wall[name].append(time.perf_counter() - start)
-        steps[name] += per_block
-
     try:
-        for b in range(max(1, args.warmup // per_block + 1)):       # warm-up: both sides
-            timed("slots", b)
-            timed("copy", b)
-        for name in wall:
-            wall[name].clear()
-            cpu[name].clear()
-        for b in range(2 * args.blocks):       # ABBA
-            for name in (("slots", "copy") if b % 2 == 0 else ("copy", "slots")):
-                timed(name, b)
+        per_block, wall, cpu = training_ab(
+            args, world, batches, net, loss_fn,
+            {"slots": counted("slots", offer), "copy": counted("copy", lambda self, pos: None)})
     finally:
         buckets.BucketExchange.slot_for, buckets.write_slot = offer, write
-    slower = {name: np.array(cpu[name]) for name in cpu}
-    for array in slower.values():
-        world.Allreduce(MPI.IN_PLACE, array, op=MPI.MAX)
+    ratio = wall["slots"] / wall["copy"]
     return {"blocks": 2 * args.blocks, "steps_per_block": per_block,
-            "wall_ratio": statistics.median(np.array(wall["slots"]) / np.array(wall["copy"])),
-            "wall_range": [float(v) for v in np.quantile(
-                np.array(wall["slots"]) / np.array(wall["copy"]), [0.25, 0.75])],
-            "cpu_ratio": float(np.median(slower["slots"] / slower["copy"])),
-            "slots_ms": 1e3 * statistics.median(wall["slots"]) / per_block,
-            "copy_ms": 1e3 * statistics.median(wall["copy"]) / per_block,
-            "copied_per_step": {name: copied[name] / steps[name] for name in steps},
+            "wall_ratio": float(np.median(ratio)),
+            "wall_range": [float(v) for v in np.quantile(ratio, [0.25, 0.75])],
+            "cpu_ratio": float(np.median(cpu["slots"] / cpu["copy"])),
+            "slots_ms": 1e3 * float(np.median(wall["slots"])) / per_block,
+            "copy_ms": 1e3 * float(np.median(wall["copy"])) / per_block,
+            "copied_per_step": {name: copied[name] / calls[name] for name in calls},
             "bucket_bytes": int(sum(p.data.nbytes for p in net.trainable_params()))}
 
 
