@@ -178,3 +178,19 @@ def test_a_node_whose_backward_writes_no_slots_is_not_asked():
     offer = Offer()
     grad = run_backward([loss], [np.ones((), np.float32)], targets=[w], observer=offer)[0]
     assert offer.offered == {} and grad.tolist() == [[3.0, 3.0], [3.0, 3.0]]
+
+
+@pytest.mark.parametrize("rows", [2, 50])
+def test_the_scale_goes_where_it_costs_least_and_the_bits_stay(rows):
+    """A batch of 2 rows: its gradient is the smallest array, scaled before the product; a
+    batch of 50 against a 3x2 weight: the product is, scaled in place after it."""
+    rng = np.random.default_rng(4)
+    x, w = leaf(rng, (rows, 3)), leaf(rng, (3, 2))
+
+    def loss():
+        return (ops.matmul(x, w) * 1.5).sum()
+    expected = plain_gradients(loss, [w])[0]
+    offer = Offer(scale=0.125)
+    grad = run_backward([loss()], [np.ones((), np.float32)], targets=[w], observer=offer)[0]
+    assert grad is offer.offered[id(w)]
+    np.testing.assert_array_equal(grad, expected * np.float32(0.125))

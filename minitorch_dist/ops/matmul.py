@@ -28,14 +28,19 @@ def _mm(xp, a, b, out=None):
 def _mm_into(xp, a, b, slot):
     """``a @ b`` times the slot's scale, computed straight into the slot's array (a gradient
     bucket's memory, ``Context.grad_slots``); None where it does not fit (the caller then
-    computes the product as usual). The scale, a power of two, multiplies the smaller
-    operand: exact, so the bits are those of the product, scaled."""
+    computes the product as usual). The scale, a power of two, multiplies the smallest of
+    the two operands and the product (a batch's gradient is usually smaller than the weight's,
+    but not always): exact either way, so the bits are those of the product, scaled."""
     array, scale = slot
     if a.ndim != 2 or b.ndim != 2 or array.shape != (a.shape[0], b.shape[1]) or \
             not (array.dtype == a.dtype == b.dtype):
         return None
     if scale != 1:
-        if a.size <= b.size:
+        smallest = min(a.size, b.size, array.size)
+        if array.size == smallest:
+            _mm(xp, a, b, out=array)
+            return xp.multiply(array, scale, out=array)
+        if a.size == smallest:
             a = a * scale
         else:
             b = b * scale
