@@ -110,7 +110,8 @@ def report_comm(comm):
         print(f"  {name:<34}{ms_:9.3f} ms   x{ms_ / raw:.2f} of raw")
     print("  (backward writes the gradients into the bucket, so the exchange is the in-place "
           "allreduce\n   and bookkeeping; the copy is timed on its own, the older packing path "
-          "beside it; see comm_job)")
+          "beside it; see comm_job;\n   MatMul's weight gradients now skip the copy: see the "
+          "slots line below)")
     print(f"  packing path step(grads) / raw: {med['DistOpt.step fp32 (packs after)'] / raw:.2f}")
     return med["DistOpt exchange, grads in bucket"] / raw
 

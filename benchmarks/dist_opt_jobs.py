@@ -140,7 +140,9 @@ def comm_job(args, comm, rank):
     pre-division) into the bucket (untimed here: it is part of backward), then the bucket's
     allreduce (through memory the two ranks share: ``communication/node_shared.py``), the
     per-parameter views and the optimizer calls. "copy into bucket" times those
-    writes alone (the work that moved into backward, where the gradients are still in cache).
+    writes alone, for every gradient (the work that moved into backward, where the gradients
+    are still in cache; with slots, backward now copies only the gradients MatMul does not
+    compute in place: ``slots_ab_job``).
     "DistOpt.step fp32 (packs after)" is the path for gradients handed over as arrays
     (``step(grads)``): gradient checks, packing into the bucket, the allreduce, the views.
     """
@@ -171,7 +173,7 @@ def comm_job(args, comm, rank):
 
     # name: (untimed preparation or None, timed call)
     contenders = {"DistOpt exchange, grads in bucket": (fill_bucket, exchange),
-                  "copy into bucket (in backward)": (None, fill_bucket),
+                  "copy into bucket (every gradient)": (None, fill_bucket),
                   "DistOpt.step fp32 (packs after)": (None, lambda: dist.step(grads, "fp32")),
                   "raw MPI Allreduce": (None, lambda: world.Allreduce(send, recv, op=MPI.SUM)),
                   "raw MPI Allreduce IN_PLACE": (None, lambda: world.Allreduce(
