@@ -51,9 +51,10 @@ class BackwardObserver:
     def gradient_slot(self, target):
         """``(array, scale)``: memory that ``target``'s gradient times ``scale`` is to end up
         in, which the primitive producing the gradient may compute straight into (and return
-        as the gradient); or None. Asked only where that primitive's gradient is the whole of
-        ``target``'s (a leaf; its only consumer; no gradient from elsewhere). ``scale`` must be a
-        power of two, so that the scaled product has the bits of the product, scaled.
+        as the gradient); or None. Asked only where the gradient of one node is the whole of
+        ``target``'s (a leaf, consumed once, with no gradient from a root) and that node's
+        primitive writes slots (``writes_gradient_slots``). ``scale`` must be a power of two,
+        so that the scaled product has the bits of the product, scaled.
         ``on_gradient_final`` then receives that array."""
         return None
 

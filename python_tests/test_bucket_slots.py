@@ -19,12 +19,14 @@ TIMEOUT = 30
 class Offer(BackwardObserver):
     """Offers a fresh array (times ``scale``) for every target; records what it was asked."""
 
-    def __init__(self, scale=0.25, dtype=None, shape=None):
-        self.scale, self.dtype, self.shape = scale, dtype, shape
+    def __init__(self, scale=0.25, dtype=None, shape=None, array_type=None):
+        self.scale, self.dtype, self.shape, self.array_type = scale, dtype, shape, array_type
         self.offered, self.final = {}, {}
 
     def gradient_slot(self, target):
         array = np.full(self.shape or target.shape, np.nan, self.dtype or target.dtype)
+        if self.array_type is not None:
+            array = array.view(self.array_type)
         self.offered[id(target)] = array
         return array, self.scale
 
@@ -87,13 +89,18 @@ def test_the_slots_are_withdrawn_after_the_call():
     np.testing.assert_array_equal(first, again * np.float32(0.25))
 
 
-@pytest.mark.parametrize("case", ["shape", "dtype", "float16"])
+class OtherModule(np.ndarray):
+    """Stands for another device's array type (a CuPy array beside NumPy's)."""
+
+
+@pytest.mark.parametrize("case", ["shape", "dtype", "float16", "array type"])
 def test_a_slot_that_does_not_fit_is_left_and_the_gradient_copied(case):
     rng = np.random.default_rng(3)
     dtype = np.float16 if case == "float16" else np.float32
     x, w = leaf(rng, (4, 6), dtype), leaf(rng, (6, 3), dtype)
     offer = Offer(shape=(3, 6) if case == "shape" else None,
-                  dtype=np.float64 if case == "dtype" else None)
+                  dtype=np.float64 if case == "dtype" else None,
+                  array_type=OtherModule if case == "array type" else None)
     grad = run_backward([ops.matmul(x, w).sum()], [np.ones((), dtype)], targets=[w],
                         observer=offer)[0]
     assert grad is not offer.offered[id(w)] and np.isnan(offer.offered[id(w)]).all()

@@ -33,8 +33,8 @@ def _mm_into(xp, a, b, slot):
     but not always): exact either way, so the bits are those of the product, scaled."""
     array, scale = slot
     if a.ndim != 2 or b.ndim != 2 or array.shape != (a.shape[0], b.shape[1]) or \
-            not (array.dtype == a.dtype == b.dtype):
-        return None
+            not (array.dtype == a.dtype == b.dtype) or type(array) is not type(a):
+        return None     # another shape or dtype, or memory of another device's array module
     if scale != 1:
         smallest = min(a.size, b.size, array.size)
         if array.size == smallest:

@@ -10,10 +10,11 @@ slot, a view of the bucket's flat buffer, while the array is still in cache. The
 handed out as the gradient, and a bucket's allreduce is launched when its last member
 arrives, while backward goes on with earlier layers.
 
-Where the slot is just the gradient times a power of two (fp32 or a sparse option's
-buffer, 2 or 4 or 8 ranks, ...), it is offered to backward itself (``gradient_slot``): a
-weight gradient that ``MatMul`` computes goes straight into the bucket, and nothing is
-copied. Other primitives, fp16 wires and other world sizes take the copy.
+Where the slot is just the gradient times a power of two (fp32 on any number of ranks: the
+pre-division is 1/world for a power-of-two world and none otherwise; a sparse option's
+buffer), it is offered to backward itself (``gradient_slot``): a weight gradient that
+``MatMul`` computes goes straight into the bucket, and nothing is copied. Other primitives
+and fp16 wires take the copy.
 
 >>> import numpy as np
 >>> import minitorch_dist as ms
