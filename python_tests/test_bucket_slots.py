@@ -201,3 +201,79 @@ def test_the_scale_goes_where_it_costs_least_and_the_bits_stay(rows):
     grad = run_backward([loss()], [np.ones((), np.float32)], targets=[w], observer=offer)[0]
     assert grad is offer.offered[id(w)]
     np.testing.assert_array_equal(grad, expected * np.float32(0.125))
+
+
+def _conv_case(layout, rng):
+    """(input, weight) leaves whose Conv2D takes ``layout``'s im2col path (``_im2col``)."""
+    if layout == "taps":        # few channels, NCHW: tap-major patches
+        x, w = rng.standard_normal((2, 1, 9, 9)), rng.standard_normal((4, 1, 3, 2))
+    elif layout == "cij":       # NCHW with at least as many channels as output columns
+        x, w = rng.standard_normal((2, 8, 5, 5)), rng.standard_normal((3, 8, 2, 2))
+    elif layout == "ijc":       # channels-last memory (a transposed view, as convs return)
+        x, w = rng.standard_normal((2, 6, 7, 3)), rng.standard_normal((4, 3, 2, 3))
+    else:                       # "1x1": the channels-last input itself is the patches
+        x, w = rng.standard_normal((2, 6, 4, 5)), rng.standard_normal((3, 5, 1, 1))
+    x = ms.Tensor(x.astype(np.float32))
+    if layout in ("ijc", "1x1"):
+        x = ops.transpose(x, (0, 3, 1, 2))
+    return x, ms.Tensor(w.astype(np.float32), requires_grad=True)
+
+
+@pytest.mark.parametrize("layout, in_slot", [
+    ("taps", True), ("ijc", True), ("1x1", True), ("cij", False)])
+def test_conv_copies_its_weight_gradient_into_the_slot_where_its_layout_copies_anyway(
+        layout, in_slot):
+    """Tap-major and channels-last patches give dW in another order: the copy into (OC, C,
+    kh, kw) memory goes into the slot, scaled (the copy a bucket would make). NCHW patches
+    give it in place, and the bucket copies it as before."""
+    x, w = _conv_case(layout, np.random.default_rng(5))
+    conv = ops.Conv2D(out_channel=w.shape[0], kernel_size=w.shape[2:])
+
+    def loss():
+        return (conv(x, w) * 1.5).sum()
+    product = conv(x, w)
+    assert product.grad_fn.ctx.order == ("ijc" if layout == "1x1" else layout)
+    expected = plain_gradients(loss, [w])[0]
+    offer = Offer(scale=0.5)
+    grad = run_backward([loss()], [np.ones((), np.float32)], targets=[w], observer=offer)[0]
+    assert (grad is offer.offered[id(w)]) == in_slot
+    np.testing.assert_array_equal(grad * np.float32(1 if in_slot else 0.5),
+                                  expected * np.float32(0.5))
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_dist_opt_on_a_cnn_equals_the_copy_path_bit_for_bit(world, monkeypatch):
+    """Tap-major first convolution, channels-last second one, a dense layer: with slots, the
+    three weights go straight into the buckets (the biases are copied); the parameters after
+    3 steps are the copy path's."""
+    puts = []
+    original = BucketExchange.put
+
+    def put(self, pos, grad):
+        puts.append(grad is self.slots[pos][1])
+        return original(self, pos, grad)
+    monkeypatch.setattr(BucketExchange, "put", put)
+    conv1 = ops.Conv2D(out_channel=4, kernel_size=(3, 2))
+    conv2 = ops.Conv2D(out_channel=3, kernel_size=2)
+
+    def train(comm):
+        rng = np.random.default_rng(comm.rank)
+        shapes = [(4, 1, 3, 2), (3, 4, 2, 2), (90, 2), (2,)]
+        params = [ms.Parameter(ms.Tensor((np.random.default_rng(7 + i).standard_normal(s) * 0.3)
+                                         .astype(np.float32)), name=f"p{i}")
+                  for i, s in enumerate(shapes)]
+        opt = DistOpt(nn.SGD(params, 0.05, momentum=0.9), communicator=comm)
+        for step in range(3):
+            x = ms.Tensor(rng.standard_normal((2, 1, 9, 7)).astype(np.float32))
+            h = conv2(ops.relu(conv1(x, params[0])), params[1])
+            out = ops.matmul(ops.reshape(h, (2, -1)), params[2]) + params[3]
+            opt.backward_and_update((out ** 2).mean())
+        return [p.asnumpy().copy() for p in params]
+
+    with_slots = run_ranks(world, train, timeout=TIMEOUT)
+    assert (puts.count(True), puts.count(False)) == (3 * world * 3, 3 * world)
+    monkeypatch.setattr(BucketExchange, "slot_for", lambda self, pos: None)   # copy path
+    copied = run_ranks(world, train, timeout=TIMEOUT)
+    for mine, theirs in zip(with_slots, copied):
+        for a, b in zip(mine, theirs):
+            np.testing.assert_array_equal(a, b)

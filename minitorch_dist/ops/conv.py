@@ -261,6 +261,7 @@ class Conv2D(Primitive):
     """
 
     split_backward = True     # weight/bias and input gradients share no work
+    writes_gradient_slots = True    # channels-last and tap-major dW copied into bucket slots
 
 
     def __init__(self, out_channel=None, kernel_size=None, mode=1, pad_mode="valid", pad=0,
@@ -454,10 +455,14 @@ class Conv2D(Primitive):
         want_b = ctx.has_bias and ctx.needs_input_grad[2]
         # a free reshape when grad is channels-last, like the output forward returned
         g2d = grad.transpose(0, 2, 3, 1).reshape(-1, out_ch)
+        # a bucket slot for the weight gradient (data parallel): the layouts that must copy
+        # their product into (OC, C, kh, kw) memory anyway copy it there, scaled
+        slot = None if ctx.grad_slots is None else ctx.grad_slots.get(1)
         if ctx.order == "taps":
-            gw, gb = self._param_grads_taps(xp, cols, g2d, weight, want_w, want_b)
+            gw, gb = self._param_grads_taps(xp, cols, g2d, weight, want_w, want_b, slot)
         else:
-            gw, gb = self._param_grads_batched(xp, cols, g2d, weight, ctx.order, want_w, want_b)
+            gw, gb = self._param_grads_batched(xp, cols, g2d, weight, ctx.order, want_w, want_b,
+                                               slot)
         gx = None
         if ctx.needs_input_grad[0]:   # a network's first layer needs no input gradient
             gx = self._input_grad(xp, ctx, g2d, weight)
@@ -480,8 +485,10 @@ class Conv2D(Primitive):
         pool.release(dcols)   # scratch: col2im has summed it into gx
         return gx
 
-    def _param_grads_batched(self, xp, cols, g2d, weight, order, want_w, want_b):
-        """dW = G^T @ cols and db = column sums of G, for (N*OH*OW, K) patches."""
+    def _param_grads_batched(self, xp, cols, g2d, weight, order, want_w, want_b, slot=None):
+        """dW = G^T @ cols and db = column sums of G, for (N*OH*OW, K) patches; channels-last
+        ("ijc") patches give dW in (OC, kh, kw, C) order, copied into ``slot`` where it fits
+        (``_copy_into``), else into a new array."""
         gw = gb = None
         if want_w:
             out_ch = weight.shape[0]
@@ -489,15 +496,16 @@ class Conv2D(Primitive):
             for k_cols, o_rows in self._blocks(gw):
                 _matmul(xp, g2d[:, o_rows].T, cols[:, k_cols], gw[o_rows], split=1)
             if order == "ijc":   # back to (OC, C, kh, kw) memory: optimizers get a plain array
-                gw = xp.ascontiguousarray(
-                    gw.reshape(out_ch, weight.shape[2], weight.shape[3], -1).transpose(0, 3, 1, 2))
-            gw = gw.reshape(weight.shape)
+                gw = _copy_into(xp, gw.reshape(out_ch, weight.shape[2], weight.shape[3], -1)
+                                .transpose(0, 3, 1, 2), slot, weight.shape)
+            gw = gw.reshape(weight.shape) if gw.shape != weight.shape else gw
         if want_b:
             gb = xp.ones(g2d.shape[0], g2d.dtype) @ g2d   # BLAS, faster than sum(axis=0)
         return gw, gb
 
-    def _param_grads_taps(self, xp, cols, g2d, weight, want_w, want_b):
-        """The same for tap-major (K, N*OH*OW) patches: dW = G^T @ cols^T, one product."""
+    def _param_grads_taps(self, xp, cols, g2d, weight, want_w, want_b, slot=None):
+        """The same for tap-major (K, N*OH*OW) patches: dW = G^T @ cols^T, one product,
+        computed transposed and copied into ``slot`` where it fits, else a new array."""
         gw = gb = None
         if want_w:
             # computed transposed, (K, OC) = cols @ G: with two BLAS threads OpenBLAS took
@@ -505,10 +513,26 @@ class Conv2D(Primitive):
             gw_t = xp.empty((cols.shape[0] // self.group, weight.shape[0]), cols.dtype)
             for k_rows, o_rows in self._blocks(gw_t.T):
                 _matmul(xp, cols[k_rows], g2d[:, o_rows], gw_t[:, o_rows])
-            gw = xp.ascontiguousarray(gw_t.T).reshape(weight.shape)
+            gw = _copy_into(xp, gw_t.T, slot, weight.shape)
         if want_b:
             gb = xp.ones(g2d.shape[0], g2d.dtype) @ g2d   # BLAS, as in the batched layout
         return gw, gb
+
+
+def _copy_into(xp, view, slot, shape):
+    """The weight gradient ``view`` (strided) as contiguous memory of ``shape``: the slot's
+    array times its scale where the slot fits (the copy a bucket would make, made by the copy
+    this layout needs anyway: the same bits), else a new array."""
+    if slot is not None:
+        array, scale = slot
+        if array.shape == shape and array.dtype == view.dtype and type(array) is type(view):
+            target = array.reshape(view.shape)      # a view: the slot is contiguous
+            if scale != 1:
+                xp.multiply(view, scale, out=target)
+            else:
+                xp.copyto(target, view)
+            return array
+    return xp.ascontiguousarray(view).reshape(shape)
 
 
 _shared = {}
