@@ -34,6 +34,31 @@ class Offer(BackwardObserver):
         self.final[id(target)] = grad
 
 
+@pytest.fixture
+def puts(monkeypatch):
+    """One entry per ``BucketExchange.put``: whether the gradient was in its slot already."""
+    seen = []
+    original = BucketExchange.put
+
+    def put(self, pos, grad):
+        seen.append(grad is self.slots[pos][1])
+        return original(self, pos, grad)
+    monkeypatch.setattr(BucketExchange, "put", put)
+    return seen
+
+
+def _equal_to_the_copy_path(world, train, with_slots, puts, monkeypatch):
+    """``train`` again with every slot refused: each rank's parameters must be
+    ``with_slots``'s, bit for bit, and no gradient may have been in its slot."""
+    monkeypatch.setattr(BucketExchange, "slot_for", lambda self, pos: None)
+    del puts[:]
+    copied = run_ranks(world, train, timeout=TIMEOUT)
+    assert True not in puts
+    for mine, theirs in zip(with_slots, copied):
+        for a, b in zip(mine, theirs):
+            np.testing.assert_array_equal(a, b)
+
+
 def leaf(rng, shape, dtype=np.float32):
     return ms.Tensor(rng.standard_normal(shape).astype(dtype), requires_grad=True)
 
@@ -136,18 +161,12 @@ def _loss(params, rank, step):
 
 @pytest.mark.parametrize("world, half, direct", [
     (2, False, 2), (3, False, 2), (4, False, 2), (2, True, 0)])
-def test_dist_opt_computes_matmul_weights_in_their_slots(world, half, direct, monkeypatch):
+def test_dist_opt_computes_matmul_weights_in_their_slots(world, half, direct, puts,
+                                                         monkeypatch):
     """Per rank and step, the two MatMul weights are computed in their slots (fp32 on any
     world: the pre-division is 1/world for a power of two, none otherwise) and the bias is
     copied; an fp16 wire copies all three. The parameters after 3 steps equal the copy
     path's (slots refused) bit for bit."""
-    puts = []
-    original = BucketExchange.put
-
-    def put(self, pos, grad):
-        puts.append(grad is self.slots[pos][1])
-        return original(self, pos, grad)
-    monkeypatch.setattr(BucketExchange, "put", put)
 
     def train(comm):
         params = _dense_params(comm.rank)
@@ -159,13 +178,7 @@ def test_dist_opt_computes_matmul_weights_in_their_slots(world, half, direct, mo
 
     with_slots = run_ranks(world, train, timeout=TIMEOUT)
     assert (puts.count(True), puts.count(False)) == (3 * world * direct, 3 * world * (3 - direct))
-    monkeypatch.setattr(BucketExchange, "slot_for", lambda self, pos: None)   # copy path
-    del puts[:]
-    copied = run_ranks(world, train, timeout=TIMEOUT)
-    assert puts.count(True) == 0
-    for mine, theirs in zip(with_slots, copied):
-        for a, b in zip(mine, theirs):
-            np.testing.assert_array_equal(a, b)
+    _equal_to_the_copy_path(world, train, with_slots, puts, monkeypatch)
 
 
 def test_a_node_whose_backward_writes_no_slots_is_not_asked():
@@ -242,17 +255,10 @@ def test_conv_copies_its_weight_gradient_into_the_slot_where_its_layout_copies_a
 
 
 @pytest.mark.parametrize("world", [2, 3])
-def test_dist_opt_on_a_cnn_equals_the_copy_path_bit_for_bit(world, monkeypatch):
+def test_dist_opt_on_a_cnn_equals_the_copy_path_bit_for_bit(world, puts, monkeypatch):
     """Tap-major first convolution, channels-last second one, a dense layer: with slots, the
     three weights go straight into the buckets (the biases are copied); the parameters after
     3 steps are the copy path's."""
-    puts = []
-    original = BucketExchange.put
-
-    def put(self, pos, grad):
-        puts.append(grad is self.slots[pos][1])
-        return original(self, pos, grad)
-    monkeypatch.setattr(BucketExchange, "put", put)
     conv1 = ops.Conv2D(out_channel=4, kernel_size=(3, 2))
     conv2 = ops.Conv2D(out_channel=3, kernel_size=2)
 
@@ -272,8 +278,4 @@ def test_dist_opt_on_a_cnn_equals_the_copy_path_bit_for_bit(world, monkeypatch):
 
     with_slots = run_ranks(world, train, timeout=TIMEOUT)
     assert (puts.count(True), puts.count(False)) == (3 * world * 3, 3 * world)
-    monkeypatch.setattr(BucketExchange, "slot_for", lambda self, pos: None)   # copy path
-    copied = run_ranks(world, train, timeout=TIMEOUT)
-    for mine, theirs in zip(with_slots, copied):
-        for a, b in zip(mine, theirs):
-            np.testing.assert_array_equal(a, b)
+    _equal_to_the_copy_path(world, train, with_slots, puts, monkeypatch)
