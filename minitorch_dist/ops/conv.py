@@ -498,7 +498,8 @@ class Conv2D(Primitive):
             if order == "ijc":   # back to (OC, C, kh, kw) memory: optimizers get a plain array
                 gw = _copy_into(xp, gw.reshape(out_ch, weight.shape[2], weight.shape[3], -1)
                                 .transpose(0, 3, 1, 2), slot, weight.shape)
-            gw = gw.reshape(weight.shape) if gw.shape != weight.shape else gw
+            else:
+                gw = gw.reshape(weight.shape)
         if want_b:
             gb = xp.ones(g2d.shape[0], g2d.dtype) @ g2d   # BLAS, faster than sum(axis=0)
         return gw, gb
