@@ -194,6 +194,26 @@ def test_a_failed_job_is_reported_once(tmp_path):
                for r in (0, 1) if (logs / f"rank.{r}.log").exists())
 
 
+def test_a_rank_writes_its_failure_line_in_one_piece():
+    """Regression (a CI flake): the failure line went out as two writes, the text and then
+    its newline, and MPI_Abort's banner landed between them; the launcher then took the
+    banner's first rule as part of this line and showed the rest of the banner."""
+    from minitorch_dist.launch.rank_runner import say_failed
+
+    class Writes:
+        def __init__(self):
+            self.chunks = []
+
+        def write(self, text):
+            self.chunks.append(text)
+
+        def flush(self):
+            pass
+    stream = Writes()
+    say_failed(stream, 1, ValueError("no data  "))
+    assert stream.chunks == ["minitorch_dist: rank 1 failed: ValueError: no data\n"]
+
+
 @needs_mpi
 def test_one_failing_rank_is_named(tmp_path):
     done, _ = _launcher("-n", "2", "--log-dir", str(tmp_path), RAISE, "1")

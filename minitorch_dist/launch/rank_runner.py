@@ -109,6 +109,15 @@ def _exit_code(code):
     return 1
 
 
+def say_failed(stream, rank, exc):
+    """The rank's one failure line, in one write. ``print`` writes the line and its newline
+    apart: MPI_Abort's banner, which follows at once, could then land between them, so the
+    launcher saw the banner's first rule glued to this line and showed the rest of it."""
+    stream.write(f"minitorch_dist: rank {rank} failed: {type(exc).__name__}: {exc}".rstrip()
+                 + "\n")
+    stream.flush()
+
+
 def _abort(code=1):
     """End the whole job: MPI_Abort when MPI runs in this process, else exit now."""
     sys.stdout.flush()
@@ -168,8 +177,7 @@ def main(argv=None):
         _user_traceback(exc)
         if watchdog.launched():
             watchdog.record_failure(exc)
-            print(f"minitorch_dist: rank {watchdog.world_rank()} failed: "
-                  f"{type(exc).__name__}: {exc}".rstrip(), file=sys.stderr, flush=True)
+            say_failed(sys.stderr, watchdog.world_rank(), exc)
         else:
             traceback.print_exception(type(exc), exc, exc.__traceback__)
         _abort(1)
