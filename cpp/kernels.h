@@ -15,5 +15,6 @@ void register_batchnorm(pybind11::module_& m);
 void register_multi_optim(pybind11::module_& m);
 void register_elementwise(pybind11::module_& m);
 void register_pooling(pybind11::module_& m);
+void register_engine(pybind11::module_& m);
 
 }  // namespace mtd

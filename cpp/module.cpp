@@ -1,5 +1,6 @@
 // minitorch_dist._C: the C++ host kernels. Each has a NumPy twin in
-// minitorch_dist/kernels/reference.py that serves as test oracle and fallback.
+// minitorch_dist/kernels/reference.py that serves as test oracle and fallback; the backward
+// engine's loops (engine.cpp) have theirs in minitorch_dist/autograd.py.
 #include "kernels.h"
 
 PYBIND11_MODULE(_C, m) {
@@ -14,4 +15,5 @@ PYBIND11_MODULE(_C, m) {
     mtd::register_multi_optim(m);
     mtd::register_elementwise(m);
     mtd::register_pooling(m);
+    mtd::register_engine(m);
 }

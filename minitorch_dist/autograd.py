@@ -201,7 +201,15 @@ def _topological_nodes(roots):
 def _topological_order(roots):
     """``(nodes, inputs, leaf_ids)``: the nodes of ``_topological_nodes`` and, position by
     position, each node's inputs resolved once (``Node.inputs``), for the pass to reuse; and
-    the ids of the leaf inputs (no ``grad_fn``) that require a gradient."""
+    the ids of the leaf inputs (no ``grad_fn``) that require a gradient. In C++ where the
+    extension is built (``cpp/engine.cpp``), else ``_python_topological_order``."""
+    if _native is not None:
+        return _native.topological_order(roots, InputLink)
+    return _python_topological_order(roots)
+
+
+def _python_topological_order(roots):
+    """``_topological_order``'s Python twin."""
     order, order_inputs, seen, leaf_ids = [], [], set(), set()
     for root in roots:
         if root.grad_fn is None or root.grad_fn in seen:
@@ -268,8 +276,12 @@ def run_backward(roots, root_grads, targets=None, retain_graph=False, observer=N
     # nothing is pruned and the pruning walk is skipped.
     useful, off_path = (None, None) if target_ids is None or leaf_ids <= target_ids else \
         _nodes_reaching(nodes, node_inputs, target_ids)
-    finals = FinalGradients(observer, nodes, targets, leaves)
     watching = observer is not _NO_OBSERVER
+    if not watching and useful is None and _native is not None:    # the common pass, in C++
+        _native.backward_nodes(nodes, node_inputs, pending, leaves, target_ids, retain_graph,
+                               _native_helpers)
+        return _hand_out(leaves, targets, root_grads, ())
+    finals = FinalGradients(observer, nodes, targets, leaves)
 
     for index, node in enumerate(nodes):
         inputs, node_inputs[index] = node_inputs[index], None    # held no longer than here
@@ -482,3 +494,9 @@ class _RootPrim:
 
 
 _NO_OBSERVER = BackwardObserver()
+
+# The engine's two hot loops in C++ (cpp/engine.cpp), each step the same as its Python twin
+# here; None without the extension (or with MINITORCH_DIST_NO_CPP=1): the twins run.
+_native = kernels.native._C if kernels.HAVE_CPP and \
+    hasattr(kernels.native._C, "backward_nodes") else None
+_native_helpers = (np, np.ndarray, InputLink, _fit, _accumulate, _output_gradients)
