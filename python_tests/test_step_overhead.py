@@ -44,6 +44,10 @@ def test_the_seed_mlp_step_records_exactly_its_nodes():
 
 
 def test_backward_resolves_each_node_inputs_once(monkeypatch):
+    """Counted on the Python twin: the C++ sort (``cpp/engine.cpp``) reads the links without
+    the property, once per node by construction, and ``test_native_engine.py`` checks that
+    it resolves them to the same inputs."""
+    monkeypatch.setattr(autograd, "_native", None)
     net, loss = _mlp_loss()
     reads = []
     original = Node.inputs
