@@ -101,6 +101,30 @@ def minitorch_step(net, optimizer):
     return step
 
 
+def python_engine_step(net, optimizer):
+    """``minitorch_step`` with the backward engine's Python twins (``autograd._native`` None
+    during the step) instead of its C++ loops (``cpp/engine.cpp``)."""
+    from minitorch_dist import autograd
+    inner = minitorch_step(net, optimizer)
+
+    def step(x, y):
+        native, autograd._native = autograd._native, None
+        try:
+            return inner(x, y)
+        finally:
+            autograd._native = native
+
+    return step
+
+
+def seed_mlp_copy(mt_mlp):
+    """A new ``SeedMLP`` that starts from ``mt_mlp``'s weights."""
+    twin = SeedMLP()
+    for mine, theirs in zip(twin.trainable_params(), mt_mlp.trainable_params()):
+        mine.set_data(ms.Tensor(theirs.asnumpy().copy()))
+    return twin
+
+
 # ---------------------------------------------------------------------------- PyTorch
 def torch_models(torch, mt_mlp, mt_cnn):
     tnn = torch.nn
@@ -344,6 +368,9 @@ def main(argv=None):
                         help="add the MLP step's eight matrix products alone (no framework, no "
                              "element-wise work), interleaved: the floor under any MLP step "
                              "built on these GEMMs")
+    parser.add_argument("--python-engine", action="store_true",
+                        help="add the MLP step with the backward engine's Python twins in place "
+                             "of its C++ loops (cpp/engine.cpp), interleaved")
     parser.add_argument("--unfused", action="store_true",
                         help="add a contender whose optimizer updates one parameter at a time "
                              "in NumPy (the path before the fused C++ update), interleaved")
@@ -384,10 +411,12 @@ def main(argv=None):
             products = gemms_only_step(np, mt_mlp, BATCH)
             contenders["gemms only"] = (lambda x, y: products(x.reshape(BATCH, -1)),
                                         list(zip(images, labels)))
+        if args.python_engine:
+            twin = seed_mlp_copy(mt_mlp)
+            contenders["python engine"] = (python_engine_step(twin, nn.SGD(twin.trainable_params(), 0.01)),
+                                           mt_batches)
         if args.unfused:
-            twin = SeedMLP()
-            for mine, theirs in zip(twin.trainable_params(), mt_mlp.trainable_params()):
-                mine.set_data(ms.Tensor(theirs.asnumpy().copy()))     # the same start
+            twin = seed_mlp_copy(mt_mlp)
             contenders["unfused"] = (minitorch_step(twin, UnfusedSGD(twin.trainable_params(), 0.01)),
                                      mt_batches)
         if torch is not None:
@@ -418,6 +447,8 @@ def main(argv=None):
         if "gemms only" in med and "pytorch" in med:
             print(f"  {model}: gemms only / pytorch = {med['gemms only'] / med['pytorch']:.2f}  "
                   "(the step's GEMMs alone: no step built on them is faster)")
+        if "python engine" in med:
+            print(f"  {model}: minitorch_dist / python engine = {mt / med['python engine']:.2f}")
         if "unfused" in med:
             print(f"  {model}: minitorch_dist / unfused optimizer = {mt / med['unfused']:.2f}")
     return results

@@ -104,11 +104,33 @@ def test_the_unfused_contender_trains_the_same_and_is_printed(capsys):
     expected = results["mlp"]["minitorch_dist"] / results["mlp"]["unfused"]
     assert ratio and float(ratio.group(1)) == pytest.approx(expected, abs=0.006)
     ms.set_seed(3)
-    nets = [bench.SeedMLP(), bench.SeedMLP()]
-    for mine, theirs in zip(nets[1].trainable_params(), nets[0].trainable_params()):
-        mine.set_data(ms.Tensor(theirs.asnumpy().copy()))
+    nets = [bench.SeedMLP()]
+    nets.append(bench.seed_mlp_copy(nets[0]))
     steps = [bench.minitorch_step(nets[0], nn.SGD(nets[0].trainable_params(), 0.01)),
              bench.minitorch_step(nets[1], bench.UnfusedSGD(nets[1].trainable_params(), 0.01))]
+    for x, y in _batches():
+        for step in steps:
+            step(ms.Tensor(x), ms.Tensor(y.astype(np.int32)))
+    for a, b in zip(nets[0].trainable_params(), nets[1].trainable_params()):
+        assert np.array_equal(a.asnumpy(), b.asnumpy())
+
+
+def test_the_python_engine_contender_trains_the_same_and_is_printed(capsys):
+    """--python-engine: the backward engine's Python twins for one contender, interleaved; the
+    C++ loops are put back after each of its steps, and both train to the same bits."""
+    from minitorch_dist import autograd
+    native = autograd._native
+    results = bench.main(["--rounds", "1", "--steps", "1", "--only", "mlp", "--python-engine"])
+    assert autograd._native is native
+    out = capsys.readouterr().out
+    ratio = re.search(r"mlp: minitorch_dist / python engine = ([0-9.]+)", out)
+    expected = results["mlp"]["minitorch_dist"] / results["mlp"]["python engine"]
+    assert ratio and float(ratio.group(1)) == pytest.approx(expected, abs=0.006)
+    ms.set_seed(3)
+    nets = [bench.SeedMLP()]
+    nets.append(bench.seed_mlp_copy(nets[0]))
+    steps = [bench.minitorch_step(nets[0], nn.SGD(nets[0].trainable_params(), 0.01)),
+             bench.python_engine_step(nets[1], nn.SGD(nets[1].trainable_params(), 0.01))]
     for x, y in _batches():
         for step in steps:
             step(ms.Tensor(x), ms.Tensor(y.astype(np.int32)))
