@@ -294,10 +294,13 @@ void backward_nodes(py::list nodes, py::list node_inputs, py::dict pending, py::
     if (helpers.size() != 6) throw py::value_error("backward_nodes: helpers must hold 6 items");
     Helpers h{helpers[0].ptr(), helpers[1].ptr(), helpers[2].ptr(),
               helpers[3].ptr(), helpers[4].ptr(), helpers[5].ptr()};
+    if (nodes.size() != node_inputs.size())
+        throw py::value_error("backward_nodes: one inputs tuple per node expected");
     Ref zero(check(PyLong_FromLong(0)));
     PyObject* nodes_list = nodes.ptr();
     PyObject* inputs_list = node_inputs.ptr();
-    for (Py_ssize_t index = 0; index < PyList_GET_SIZE(nodes_list); ++index) {
+    for (Py_ssize_t index = 0; index < PyList_GET_SIZE(nodes_list) &&
+                               index < PyList_GET_SIZE(inputs_list); ++index) {
         PyObject* node = PyList_GET_ITEM(nodes_list, index);
         Py_INCREF(node);
         Ref node_ref(node);
