@@ -19,12 +19,14 @@ TIMEOUT = 30
 class Offer(BackwardObserver):
     """Offers a fresh array (times ``scale``) for every target; records what it was asked."""
 
-    def __init__(self, scale=0.25, dtype=None, shape=None, array_type=None):
+    def __init__(self, scale=0.25, dtype=None, shape=None, array_type=None, fortran=False):
         self.scale, self.dtype, self.shape, self.array_type = scale, dtype, shape, array_type
+        self.fortran = fortran      # memory in the other order: the shape fits, the layout not
         self.offered, self.final = {}, {}
 
     def gradient_slot(self, target):
-        array = np.full(self.shape or target.shape, np.nan, self.dtype or target.dtype)
+        array = np.full(self.shape or target.shape, np.nan, self.dtype or target.dtype,
+                        order="F" if self.fortran else "C")
         if self.array_type is not None:
             array = array.view(self.array_type)
         self.offered[id(target)] = array
@@ -232,26 +234,45 @@ def _conv_case(layout, rng):
     return x, ms.Tensor(w.astype(np.float32), requires_grad=True)
 
 
-@pytest.mark.parametrize("layout, in_slot", [
-    ("taps", True), ("ijc", True), ("1x1", True), ("cij", False)])
-def test_conv_copies_its_weight_gradient_into_the_slot_where_its_layout_copies_anyway(
-        layout, in_slot):
+@pytest.mark.parametrize("layout, scale, group", [
+    *[(layout, scale, 1) for layout in ("taps", "ijc", "1x1", "cij") for scale in (0.5, 1.0)],
+    ("cij", 0.25, 2)])
+def test_conv_puts_its_weight_gradient_in_the_slot_for_every_patch_layout(layout, scale, group):
     """Tap-major and channels-last patches give dW in another order: the copy into (OC, C,
     kh, kw) memory goes into the slot, scaled (the copy a bucket would make). NCHW patches
-    give it in place, and the bucket copies it as before."""
+    give it in that order: the products are made in the slot, then scaled there. Grouped
+    convolutions fill the slot block by block."""
     x, w = _conv_case(layout, np.random.default_rng(5))
-    conv = ops.Conv2D(out_channel=w.shape[0], kernel_size=w.shape[2:])
+    if group > 1:       # four filters, two per half of the input's 8 channels
+        w = ms.Tensor(np.random.default_rng(6).standard_normal((4, 4, 2, 2)).astype(np.float32),
+                      requires_grad=True)
+    conv = ops.Conv2D(out_channel=w.shape[0], kernel_size=w.shape[2:], group=group)
 
     def loss():
         return (conv(x, w) * 1.5).sum()
     product = conv(x, w)
     assert product.grad_fn.ctx.order == ("ijc" if layout == "1x1" else layout)
     expected = plain_gradients(loss, [w])[0]
-    offer = Offer(scale=0.5)
+    offer = Offer(scale=scale)
     grad = run_backward([loss()], [np.ones((), np.float32)], targets=[w], observer=offer)[0]
-    assert (grad is offer.offered[id(w)]) == in_slot
-    np.testing.assert_array_equal(grad * np.float32(1 if in_slot else 0.5),
-                                  expected * np.float32(0.5))
+    assert grad is offer.offered[id(w)]
+    np.testing.assert_array_equal(grad, expected * np.float32(scale))
+
+
+@pytest.mark.parametrize("layout", ["taps", "ijc", "cij"])
+def test_conv_refuses_a_slot_that_is_not_contiguous(layout):
+    """Its writes go through reshaped views of the slot, which a non-contiguous array would
+    turn into copies: such a slot is left alone and the gradient is a new array."""
+    x, w = _conv_case(layout, np.random.default_rng(5))
+    conv = ops.Conv2D(out_channel=w.shape[0], kernel_size=w.shape[2:])
+
+    def loss():
+        return (conv(x, w) * 1.5).sum()
+    expected = plain_gradients(loss, [w])[0]
+    offer = Offer(scale=0.5, fortran=True)
+    grad = run_backward([loss()], [np.ones((), np.float32)], targets=[w], observer=offer)[0]
+    assert grad is not offer.offered[id(w)] and np.isnan(offer.offered[id(w)]).all()
+    np.testing.assert_array_equal(grad, expected)
 
 
 @pytest.mark.parametrize("world", [2, 3])

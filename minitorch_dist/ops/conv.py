@@ -488,16 +488,24 @@ class Conv2D(Primitive):
     def _param_grads_batched(self, xp, cols, g2d, weight, order, want_w, want_b, slot=None):
         """dW = G^T @ cols and db = column sums of G, for (N*OH*OW, K) patches; channels-last
         ("ijc") patches give dW in (OC, kh, kw, C) order, copied into ``slot`` where it fits
-        (``_copy_into``), else into a new array."""
+        (``_copy_into``), else into a new array. NCHW ("cij") patches give it in (OC, C, kh,
+        kw) order: the products are made in the slot itself where it fits."""
         gw = gb = None
         if want_w:
             out_ch = weight.shape[0]
-            gw = xp.empty((out_ch, cols.shape[1] // self.group), cols.dtype)
+            into = _fitting_slot(slot, weight.shape, cols) if order != "ijc" else None
+            gw = xp.empty((out_ch, cols.shape[1] // self.group), cols.dtype) if into is None \
+                else into[0].reshape(out_ch, -1)    # a view: the slot is contiguous
             for k_cols, o_rows in self._blocks(gw):
                 _matmul(xp, g2d[:, o_rows].T, cols[:, k_cols], gw[o_rows], split=1)
             if order == "ijc":   # back to (OC, C, kh, kw) memory: optimizers get a plain array
                 gw = _copy_into(xp, gw.reshape(out_ch, weight.shape[2], weight.shape[3], -1)
                                 .transpose(0, 3, 1, 2), slot, weight.shape)
+            elif into is not None:
+                array, scale = into
+                if scale != 1:      # a power of two: the bits of the bucket's scaled copy
+                    xp.multiply(array, scale, out=array)
+                gw = array
             else:
                 gw = gw.reshape(weight.shape)
         if want_b:
@@ -520,20 +528,31 @@ class Conv2D(Primitive):
         return gw, gb
 
 
+def _fitting_slot(slot, shape, like):
+    """``slot`` (array, scale) when its array can hold a gradient of ``shape`` with the dtype
+    and array type of ``like``, else None. The array must be contiguous: the callers write
+    through reshaped views of it, which would otherwise be copies."""
+    if slot is not None:
+        array = slot[0]
+        if array.shape == shape and array.dtype == like.dtype and type(array) is type(like) \
+                and array.flags.c_contiguous:
+            return slot
+    return None
+
+
 def _copy_into(xp, view, slot, shape):
     """The weight gradient ``view`` (strided) as contiguous memory of ``shape``: the slot's
     array times its scale where the slot fits (the copy a bucket would make, made by the copy
     this layout needs anyway: the same bits), else a new array."""
-    if slot is not None:
-        array, scale = slot
-        if array.shape == shape and array.dtype == view.dtype and type(array) is type(view):
-            target = array.reshape(view.shape)      # a view: the slot is contiguous
-            if scale != 1:
-                xp.multiply(view, scale, out=target)
-            else:
-                xp.copyto(target, view)
-            return array
-    return xp.ascontiguousarray(view).reshape(shape)
+    if _fitting_slot(slot, shape, view) is None:
+        return xp.ascontiguousarray(view).reshape(shape)
+    array, scale = slot
+    target = array.reshape(view.shape)      # a view: the slot is contiguous
+    if scale != 1:
+        xp.multiply(view, scale, out=target)
+    else:
+        xp.copyto(target, view)
+    return array
 
 
 _shared = {}
