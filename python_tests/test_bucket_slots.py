@@ -259,6 +259,25 @@ def test_conv_puts_its_weight_gradient_in_the_slot_for_every_patch_layout(layout
     np.testing.assert_array_equal(grad, expected * np.float32(scale))
 
 
+@pytest.mark.parametrize("scale, fortran", [(0.5, False), (1.0, False), (0.5, True)])
+def test_a_depthwise_conv_writes_its_weight_gradient_in_the_slot(scale, fortran):
+    """One filter per channel (``ops/depthwise.py``): every tap's sums go straight into the
+    slot, then the scale; a slot that is not contiguous is left alone."""
+    rng = np.random.default_rng(8)
+    x = ms.Tensor(rng.standard_normal((2, 4, 6, 6)).astype(np.float32))
+    w = ms.Tensor(rng.standard_normal((4, 1, 3, 3)).astype(np.float32), requires_grad=True)
+    conv = ops.Conv2D(out_channel=4, kernel_size=3, pad_mode="pad", pad=1, group=4)
+
+    def loss():
+        return (conv(x, w) * 1.5).sum()
+    assert conv(x, w).grad_fn.ctx.algorithm == "depthwise"
+    expected = plain_gradients(loss, [w])[0]
+    offer = Offer(scale=scale, fortran=fortran)
+    grad = run_backward([loss()], [np.ones((), np.float32)], targets=[w], observer=offer)[0]
+    assert (grad is offer.offered[id(w)]) != fortran
+    np.testing.assert_array_equal(grad, expected * np.float32(1 if fortran else scale))
+
+
 @pytest.mark.parametrize("layout", ["taps", "ijc", "cij"])
 def test_conv_refuses_a_slot_that_is_not_contiguous(layout):
     """Its writes go through reshaped views of the slot, which a non-contiguous array would

@@ -438,13 +438,25 @@ class Conv2D(Primitive):
         if ctx.algorithm == "winograd":
             gx, gw, gb = self._winograd_backward(ctx, grad)
         elif ctx.algorithm == "depthwise":
-            gx, gw, gb = depthwise.backward(ctx.xp, *ctx.saved, grad, ctx.geo, *ctx.needs_input_grad[:2],
-                                            ctx.has_bias and ctx.needs_input_grad[2])
+            gx, gw, gb = self._depthwise_backward(ctx, grad)
         else:
             gx, gw, gb = self._im2col_backward(ctx, grad)
         if ctx.half:    # each gradient rounded once to float16
             gx, gw, gb = (None if a is None else half.narrow(a) for a in (gx, gw, gb))
         return (gx, gw, gb) if ctx.has_bias else (gx, gw)
+
+    def _depthwise_backward(self, ctx, grad):
+        """Gradients of the depthwise forward (``depthwise.py``); the weight's written into
+        its bucket slot where it has one that fits, then scaled there."""
+        x, weight = ctx.saved
+        slot = None if ctx.grad_slots is None or not ctx.needs_input_grad[1] else \
+            _fitting_slot(ctx.grad_slots.get(1), weight.shape, grad)
+        gx, gw, gb = depthwise.backward(ctx.xp, x, weight, grad, ctx.geo, *ctx.needs_input_grad[:2],
+                                        ctx.has_bias and ctx.needs_input_grad[2],
+                                        w_into=None if slot is None else slot[0])
+        if slot is not None and slot[1] != 1:   # a power of two: the bucket copy's bits
+            ctx.xp.multiply(gw, slot[1], out=gw)
+        return gx, gw, gb
 
     def _im2col_backward(self, ctx, grad):
         """Gradients of the im2col forward: products with the saved patches, col2im."""

@@ -71,12 +71,15 @@ def forward(xp, x, weight, bias, geo):
     return out
 
 
-def backward(xp, x, weight, grad, geo, want_x, want_w, want_b):
-    """(dx, dw, db), each None where not wanted."""
+def backward(xp, x, weight, grad, geo, want_x, want_w, want_b, w_into=None):
+    """(dx, dw, db), each None where not wanted; dw written into ``w_into`` where given (an
+    array of the weight's shape and the gradient's dtype: every element is written)."""
     xpad = _padded(xp, x, geo) if want_w else None
     gx_pad = xp.zeros((x.shape[0], x.shape[1], x.shape[2] + geo.top + geo.bottom,
                        x.shape[3] + geo.left + geo.right), grad.dtype) if want_x else None
-    gw = xp.zeros(weight.shape, grad.dtype) if want_w else None
+    gw = None
+    if want_w:
+        gw = xp.zeros(weight.shape, grad.dtype) if w_into is None else w_into
     for ky, kx, window in _taps(geo):
         if want_w:
             gw[:, 0, ky, kx] = xp.einsum("nchw,nchw->c", grad, xpad[window])
