@@ -278,6 +278,26 @@ def test_a_depthwise_conv_writes_its_weight_gradient_in_the_slot(scale, fortran)
     np.testing.assert_array_equal(grad, expected * np.float32(1 if fortran else scale))
 
 
+@pytest.mark.parametrize("scale, fortran", [(0.5, False), (1.0, False), (0.5, True)])
+def test_a_winograd_conv_copies_its_weight_gradient_into_the_slot(scale, fortran):
+    """Winograd's weight gradient leaves the tile domain through a transposing copy: that copy
+    goes into the slot, scaled; a slot that is not contiguous is left alone."""
+    rng = np.random.default_rng(9)
+    x = ms.Tensor(rng.standard_normal((1, 16, 32, 32)).astype(np.float32))
+    w = ms.Tensor((rng.standard_normal((16, 16, 3, 3)) * 0.1).astype(np.float32),
+                  requires_grad=True)
+    conv = ops.Conv2D(out_channel=16, kernel_size=3, pad_mode="pad", pad=1)
+
+    def loss():
+        return (conv(x, w) * 1.5).sum()
+    assert conv(x, w).grad_fn.ctx.algorithm == "winograd"
+    expected = plain_gradients(loss, [w])[0]
+    offer = Offer(scale=scale, fortran=fortran)
+    grad = run_backward([loss()], [np.ones((), np.float32)], targets=[w], observer=offer)[0]
+    assert (grad is offer.offered[id(w)]) != fortran
+    np.testing.assert_array_equal(grad, expected * np.float32(1 if fortran else scale))
+
+
 @pytest.mark.parametrize("layout", ["taps", "ijc", "cij"])
 def test_conv_refuses_a_slot_that_is_not_contiguous(layout):
     """Its writes go through reshaped views of the slot, which a non-contiguous array would
