@@ -94,25 +94,32 @@ def test_only_the_model_asked_for_is_run_and_printed(capsys):
     assert {model for model, _ in _printed_ratios(out, results)} == {"cnn"}
 
 
-def test_the_unfused_contender_trains_the_same_and_is_printed(capsys):
-    """--unfused: SGD one parameter at a time in NumPy, from the same weights, interleaved;
-    its updates equal the fused ones bit for bit (nn/optim/fused.py)."""
-    results = bench.main(["--rounds", "1", "--steps", "1", "--only", "mlp", "--unfused"])
+def _check_contender(capsys, flag, name, label, other_step):
+    """``flag`` adds the contender ``name``, interleaved, printed as ``label``; a step made by
+    ``other_step(net, optimizer)`` trains a copy of a net to the plain step's bits."""
+    results = bench.main(["--rounds", "1", "--steps", "1", "--only", "mlp", flag])
     out = capsys.readouterr().out
-    assert "unfused" in results["mlp"]
-    ratio = re.search(r"mlp: minitorch_dist / unfused optimizer = ([0-9.]+)", out)
-    expected = results["mlp"]["minitorch_dist"] / results["mlp"]["unfused"]
+    assert name in results["mlp"]
+    ratio = re.search(rf"mlp: minitorch_dist / {label} = ([0-9.]+)", out)
+    expected = results["mlp"]["minitorch_dist"] / results["mlp"][name]
     assert ratio and float(ratio.group(1)) == pytest.approx(expected, abs=0.006)
     ms.set_seed(3)
     nets = [bench.SeedMLP()]
     nets.append(bench.seed_mlp_copy(nets[0]))
     steps = [bench.minitorch_step(nets[0], nn.SGD(nets[0].trainable_params(), 0.01)),
-             bench.minitorch_step(nets[1], bench.UnfusedSGD(nets[1].trainable_params(), 0.01))]
+             other_step(nets[1])]
     for x, y in _batches():
         for step in steps:
             step(ms.Tensor(x), ms.Tensor(y.astype(np.int32)))
     for a, b in zip(nets[0].trainable_params(), nets[1].trainable_params()):
         assert np.array_equal(a.asnumpy(), b.asnumpy())
+
+
+def test_the_unfused_contender_trains_the_same_and_is_printed(capsys):
+    """--unfused: SGD one parameter at a time in NumPy, from the same weights, interleaved;
+    its updates equal the fused ones bit for bit (nn/optim/fused.py)."""
+    _check_contender(capsys, "--unfused", "unfused", "unfused optimizer", lambda net:
+                     bench.minitorch_step(net, bench.UnfusedSGD(net.trainable_params(), 0.01)))
 
 
 def test_the_python_engine_contender_trains_the_same_and_is_printed(capsys):
@@ -120,19 +127,6 @@ def test_the_python_engine_contender_trains_the_same_and_is_printed(capsys):
     C++ loops are put back after each of its steps, and both train to the same bits."""
     from minitorch_dist import autograd
     native = autograd._native
-    results = bench.main(["--rounds", "1", "--steps", "1", "--only", "mlp", "--python-engine"])
+    _check_contender(capsys, "--python-engine", "python engine", "python engine", lambda net:
+                     bench.python_engine_step(net, nn.SGD(net.trainable_params(), 0.01)))
     assert autograd._native is native
-    out = capsys.readouterr().out
-    ratio = re.search(r"mlp: minitorch_dist / python engine = ([0-9.]+)", out)
-    expected = results["mlp"]["minitorch_dist"] / results["mlp"]["python engine"]
-    assert ratio and float(ratio.group(1)) == pytest.approx(expected, abs=0.006)
-    ms.set_seed(3)
-    nets = [bench.SeedMLP()]
-    nets.append(bench.seed_mlp_copy(nets[0]))
-    steps = [bench.minitorch_step(nets[0], nn.SGD(nets[0].trainable_params(), 0.01)),
-             bench.python_engine_step(nets[1], nn.SGD(nets[1].trainable_params(), 0.01))]
-    for x, y in _batches():
-        for step in steps:
-            step(ms.Tensor(x), ms.Tensor(y.astype(np.int32)))
-    for a, b in zip(nets[0].trainable_params(), nets[1].trainable_params()):
-        assert np.array_equal(a.asnumpy(), b.asnumpy())

@@ -234,10 +234,27 @@ def _conv_case(layout, rng):
     return x, ms.Tensor(w.astype(np.float32), requires_grad=True)
 
 
-@pytest.mark.parametrize("layout, scale, group", [
-    *[(layout, scale, 1) for layout in ("taps", "ijc", "1x1", "cij") for scale in (0.5, 1.0)],
-    ("cij", 0.25, 2)])
-def test_conv_puts_its_weight_gradient_in_the_slot_for_every_patch_layout(layout, scale, group):
+def _check_conv_slot(conv, x, w, algorithm, scale, fortran=False):
+    """``conv``'s weight gradient with a slot offered (``Offer``): for a contiguous slot it is
+    the slot, holding the plain gradient times ``scale``; a slot in Fortran order is left
+    alone (its writes would go through reshaped copies) and the gradient is a new array."""
+    def loss():
+        return (conv(x, w) * 1.5).sum()
+    ctx = conv(x, w).grad_fn.ctx
+    assert (ctx.algorithm if algorithm in ("depthwise", "winograd") else ctx.order) == algorithm
+    expected = plain_gradients(loss, [w])[0]
+    offer = Offer(scale=scale, fortran=fortran)
+    grad = run_backward([loss()], [np.ones((), np.float32)], targets=[w], observer=offer)[0]
+    slot = offer.offered[id(w)]
+    assert (grad is slot) != fortran and (not fortran or np.isnan(slot).all())
+    np.testing.assert_array_equal(grad, expected * np.float32(1 if fortran else scale))
+
+
+@pytest.mark.parametrize("layout, scale, group, fortran", [
+    *[(layout, scale, 1, False) for layout in ("taps", "ijc", "1x1", "cij") for scale in (0.5, 1.0)],
+    ("cij", 0.25, 2, False), *[(layout, 0.5, 1, True) for layout in ("taps", "ijc", "cij")]])
+def test_conv_puts_its_weight_gradient_in_the_slot_for_every_patch_layout(layout, scale, group,
+                                                                         fortran):
     """Tap-major and channels-last patches give dW in another order: the copy into (OC, C,
     kh, kw) memory goes into the slot, scaled (the copy a bucket would make). NCHW patches
     give it in that order: the products are made in the slot, then scaled there. Grouped
@@ -247,71 +264,30 @@ def test_conv_puts_its_weight_gradient_in_the_slot_for_every_patch_layout(layout
         w = ms.Tensor(np.random.default_rng(6).standard_normal((4, 4, 2, 2)).astype(np.float32),
                       requires_grad=True)
     conv = ops.Conv2D(out_channel=w.shape[0], kernel_size=w.shape[2:], group=group)
-
-    def loss():
-        return (conv(x, w) * 1.5).sum()
-    product = conv(x, w)
-    assert product.grad_fn.ctx.order == ("ijc" if layout == "1x1" else layout)
-    expected = plain_gradients(loss, [w])[0]
-    offer = Offer(scale=scale)
-    grad = run_backward([loss()], [np.ones((), np.float32)], targets=[w], observer=offer)[0]
-    assert grad is offer.offered[id(w)]
-    np.testing.assert_array_equal(grad, expected * np.float32(scale))
+    _check_conv_slot(conv, x, w, "ijc" if layout == "1x1" else layout, scale, fortran)
 
 
 @pytest.mark.parametrize("scale, fortran", [(0.5, False), (1.0, False), (0.5, True)])
 def test_a_depthwise_conv_writes_its_weight_gradient_in_the_slot(scale, fortran):
     """One filter per channel (``ops/depthwise.py``): every tap's sums go straight into the
-    slot, then the scale; a slot that is not contiguous is left alone."""
+    slot, then the scale."""
     rng = np.random.default_rng(8)
     x = ms.Tensor(rng.standard_normal((2, 4, 6, 6)).astype(np.float32))
     w = ms.Tensor(rng.standard_normal((4, 1, 3, 3)).astype(np.float32), requires_grad=True)
     conv = ops.Conv2D(out_channel=4, kernel_size=3, pad_mode="pad", pad=1, group=4)
-
-    def loss():
-        return (conv(x, w) * 1.5).sum()
-    assert conv(x, w).grad_fn.ctx.algorithm == "depthwise"
-    expected = plain_gradients(loss, [w])[0]
-    offer = Offer(scale=scale, fortran=fortran)
-    grad = run_backward([loss()], [np.ones((), np.float32)], targets=[w], observer=offer)[0]
-    assert (grad is offer.offered[id(w)]) != fortran
-    np.testing.assert_array_equal(grad, expected * np.float32(1 if fortran else scale))
+    _check_conv_slot(conv, x, w, "depthwise", scale, fortran)
 
 
 @pytest.mark.parametrize("scale, fortran", [(0.5, False), (1.0, False), (0.5, True)])
 def test_a_winograd_conv_copies_its_weight_gradient_into_the_slot(scale, fortran):
     """Winograd's weight gradient leaves the tile domain through a transposing copy: that copy
-    goes into the slot, scaled; a slot that is not contiguous is left alone."""
+    goes into the slot, scaled."""
     rng = np.random.default_rng(9)
     x = ms.Tensor(rng.standard_normal((1, 16, 32, 32)).astype(np.float32))
     w = ms.Tensor((rng.standard_normal((16, 16, 3, 3)) * 0.1).astype(np.float32),
                   requires_grad=True)
     conv = ops.Conv2D(out_channel=16, kernel_size=3, pad_mode="pad", pad=1)
-
-    def loss():
-        return (conv(x, w) * 1.5).sum()
-    assert conv(x, w).grad_fn.ctx.algorithm == "winograd"
-    expected = plain_gradients(loss, [w])[0]
-    offer = Offer(scale=scale, fortran=fortran)
-    grad = run_backward([loss()], [np.ones((), np.float32)], targets=[w], observer=offer)[0]
-    assert (grad is offer.offered[id(w)]) != fortran
-    np.testing.assert_array_equal(grad, expected * np.float32(1 if fortran else scale))
-
-
-@pytest.mark.parametrize("layout", ["taps", "ijc", "cij"])
-def test_conv_refuses_a_slot_that_is_not_contiguous(layout):
-    """Its writes go through reshaped views of the slot, which a non-contiguous array would
-    turn into copies: such a slot is left alone and the gradient is a new array."""
-    x, w = _conv_case(layout, np.random.default_rng(5))
-    conv = ops.Conv2D(out_channel=w.shape[0], kernel_size=w.shape[2:])
-
-    def loss():
-        return (conv(x, w) * 1.5).sum()
-    expected = plain_gradients(loss, [w])[0]
-    offer = Offer(scale=0.5, fortran=True)
-    grad = run_backward([loss()], [np.ones((), np.float32)], targets=[w], observer=offer)[0]
-    assert grad is not offer.offered[id(w)] and np.isnan(offer.offered[id(w)]).all()
-    np.testing.assert_array_equal(grad, expected)
+    _check_conv_slot(conv, x, w, "winograd", scale, fortran)
 
 
 @pytest.mark.parametrize("world", [2, 3])
