@@ -385,8 +385,9 @@ class Conv2D(Primitive):
         if ctx.needs_input_grad[1]:     # into its bucket slot where it has one that fits
             slot = None if ctx.grad_slots is None else \
                 _fitting_slot(ctx.grad_slots.get(1), weight.shape, x_nhwc)
+            out, scale = (None, 1) if slot is None else slot
             gw = winograd.weight_grad(g_nhwc, x_nhwc, ctx.geo.top, weight.shape, pool,
-                                      _THREADED, *(() if slot is None else slot))
+                                      _THREADED, out=out, scale=scale)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             gb = g_nhwc.reshape(-1, weight.shape[0]).sum(axis=0)
         if ctx.needs_input_grad[0]:
