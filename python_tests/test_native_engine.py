@@ -178,3 +178,41 @@ def test_the_engine_suites_pass_on_the_python_twins():
         env=dict(os.environ, MINITORCH_DIST_NO_CPP="1"), capture_output=True, text=True,
         timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+def _random_graph(seed):
+    """A loss over a random graph of element-wise ops, products, reductions and a split on
+    four leaves: fan-out, diamonds, broadcasting and unused branches, as ``seed`` picks."""
+    rng = np.random.default_rng(seed)
+    leaves = [Tensor(rng.standard_normal(shape).astype(np.float32), requires_grad=True)
+              for shape in [(3, 4), (4,), (1, 4), (4, 3)]]
+    pool = list(leaves)
+    for _ in range(12):
+        a, b = (pool[i] for i in rng.integers(0, len(pool), 2))
+        kind = rng.integers(0, 6)
+        if kind == 0 and a.shape[-1] == b.shape[0] and a.ndim == 2 and b.ndim == 2:
+            pool.append(ops.matmul(a, b))
+        elif kind == 1 and a.ndim == 2 and a.shape[0] % 2 == 0:
+            pool.extend(ops.split(a, a.shape[0] // 2, 0))     # a node with two outputs
+        elif kind == 2:
+            pool.append(ops.relu(a) * 0.5)
+        elif kind == 3:
+            pool.append(a.sum(axis=0) if a.ndim == 2 else a * a)
+        else:
+            try:
+                pool.append(a * b + a if kind == 4 else a - b * 2.0)
+            except ValueError:      # shapes that do not broadcast: another pick
+                pool.append(a * 1.5)
+    loss = pool[-1].sum()
+    for t in pool[-5:-1]:
+        loss = loss + t.sum()
+    return loss, leaves
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_graphs_get_the_same_gradients(twin, seed):
+    def run():
+        loss, leaves = _random_graph(seed)
+        return autograd.run_backward([loss], [np.ones((), np.float32)], targets=leaves)
+    native, python = twin(run)
+    _same(native, python)
