@@ -70,18 +70,12 @@ def weight_tiles(weight):
     return u.reshape(16, c, oc)
 
 
-def _weight_from_tiles(z, oc, c, out=None, scale=1):
+def _weight_from_tiles(z, oc, c):
     """``dW[o, c] = G^T Z[:, :, o, c] G`` for Z (4, 4, OC, C): the weight gradient (OC, C, 3, 3),
-    in new memory, or copied into ``out`` (contiguous, of that shape) times ``scale``."""
+    a strided view (its memory is (3, 3, OC, C))."""
     rows = _gt_rows(z, 0)                                  # (3, 4, OC, C)
-    dw = _gt_rows(rows, 1).transpose(2, 3, 0, 1)           # (OC, C, 3, 3), strided
-    if out is None:
-        return np.ascontiguousarray(dw)
-    if scale != 1:      # the copy the layout needs anyway, scaled on the way
-        np.multiply(dw, scale, out=out)
-    else:
-        np.copyto(out, dw)
-    return out
+    dw = _gt_rows(rows, 1)                                 # (3, 3, OC, C)
+    return dw.transpose(2, 3, 0, 1)
 
 
 TILES_PER_BLOCK = 512    # tiles transformed and multiplied at a time (a few MB: stays in cache)
@@ -166,11 +160,11 @@ def forward(x_nhwc, weight, pad, out_hw, pool=None, run=_sequential):
     return out
 
 
-def weight_grad(gy_nhwc, x_nhwc, pad, weight_shape, pool=None, run=_sequential, out=None,
-                scale=1):
-    """dW (OC, C, 3, 3) from the channels-last output gradient and input; written into
-    ``out`` (a contiguous array of that shape and the input's dtype) times ``scale`` where
-    given, and ``out`` returned.
+def weight_grad(gy_nhwc, x_nhwc, pad, weight_shape, pool=None, run=_sequential,
+                contiguous=True):
+    """dW (OC, C, 3, 3) from the channels-last output gradient and input; with
+    ``contiguous=False`` the strided view before the last copy, for a caller that copies it
+    where it wants it (a bucket slot: ``ops/conv.py``'s ``_copy_into``).
 
     The input tiles are transformed again, block by block, rather than kept from the
     forward (4x the input's memory). Each block's 16 products are kept and the blocks are
@@ -202,9 +196,8 @@ def weight_grad(gy_nhwc, x_nhwc, pad, weight_shape, pool=None, run=_sequential, 
         z += part
     _release(pool, scratch)
     _release(pool, parts)
-    if out is not None:
-        return _weight_from_tiles(z.reshape(4, 4, oc, c), oc, c, out, scale)
-    return _weight_from_tiles(z.reshape(4, 4, oc, c), oc, c).reshape(weight_shape)
+    dw = _weight_from_tiles(z.reshape(4, 4, oc, c), oc, c)
+    return np.ascontiguousarray(dw).reshape(weight_shape) if contiguous else dw
 
 
 def input_grad(gy_nhwc, weight, pad, x_hw, pool=None, run=_sequential):

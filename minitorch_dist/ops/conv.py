@@ -382,12 +382,11 @@ class Conv2D(Primitive):
         if not g_nhwc.flags.c_contiguous:
             g_nhwc = g_nhwc.copy()
         gx = gw = gb = None
-        if ctx.needs_input_grad[1]:     # into its bucket slot where it has one that fits
-            slot = None if ctx.grad_slots is None else \
-                _fitting_slot(ctx.grad_slots.get(1), weight.shape, x_nhwc)
-            out, scale = (None, 1) if slot is None else slot
-            gw = winograd.weight_grad(g_nhwc, x_nhwc, ctx.geo.top, weight.shape, pool,
-                                      _THREADED, out=out, scale=scale)
+        if ctx.needs_input_grad[1]:     # its last, transposing copy into the bucket slot
+            slot = None if ctx.grad_slots is None else ctx.grad_slots.get(1)
+            strided = winograd.weight_grad(g_nhwc, x_nhwc, ctx.geo.top, weight.shape, pool,
+                                           _THREADED, contiguous=False)
+            gw = _copy_into(ctx.xp, strided, slot, weight.shape)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             gb = g_nhwc.reshape(-1, weight.shape[0]).sum(axis=0)
         if ctx.needs_input_grad[0]:
@@ -457,8 +456,8 @@ class Conv2D(Primitive):
         gx, gw, gb = depthwise.backward(ctx.xp, x, weight, grad, ctx.geo, *ctx.needs_input_grad[:2],
                                         ctx.has_bias and ctx.needs_input_grad[2],
                                         w_into=None if slot is None else slot[0])
-        if slot is not None and slot[1] != 1:   # a power of two: the bucket copy's bits
-            ctx.xp.multiply(gw, slot[1], out=gw)
+        if slot is not None:
+            gw = _scaled_in_place(ctx.xp, *slot)
         return gx, gw, gb
 
     def _im2col_backward(self, ctx, grad):
@@ -517,10 +516,7 @@ class Conv2D(Primitive):
                 gw = _copy_into(xp, gw.reshape(out_ch, weight.shape[2], weight.shape[3], -1)
                                 .transpose(0, 3, 1, 2), slot, weight.shape)
             elif into is not None:
-                array, scale = into
-                if scale != 1:      # a power of two: the bits of the bucket's scaled copy
-                    xp.multiply(array, scale, out=array)
-                gw = array
+                gw = _scaled_in_place(xp, *into)
             else:
                 gw = gw.reshape(weight.shape)
         if want_b:
@@ -553,6 +549,14 @@ def _fitting_slot(slot, shape, like):
                 and array.flags.c_contiguous:
             return slot
     return None
+
+
+def _scaled_in_place(xp, array, scale):
+    """A slot's array, computed in place, times the slot's scale: a power of two, so the
+    bits are those of the bucket's scaled copy."""
+    if scale != 1:
+        xp.multiply(array, scale, out=array)
+    return array
 
 
 def _copy_into(xp, view, slot, shape):

@@ -13,8 +13,8 @@ arrives, while backward goes on with earlier layers.
 Where the slot is just the gradient times a power of two (fp32 on any number of ranks: the
 pre-division is 1/world for a power-of-two world and none otherwise; a sparse option's
 buffer), it is offered to backward itself (``gradient_slot``): a weight gradient that
-``MatMul`` computes goes straight into the bucket, and nothing is copied. Other primitives
-and fp16 wires take the copy.
+``MatMul`` or ``Conv2D`` computes goes straight into the bucket, and nothing is copied.
+Other primitives (biases among them) and fp16 wires take the copy.
 
 >>> import numpy as np
 >>> import minitorch_dist as ms
