@@ -10,6 +10,7 @@ from .ops.primitive import display_name, primitives_that_ran
 from .tensor import Tensor
 
 _updates = {}   # name -> row dict, in order of first update
+_pending = []   # UpdateCounts holding calls not yet added to _updates
 
 
 class PlacementReport(list):
@@ -89,6 +90,7 @@ def placement_report():
             "bytes_in": prim.bytes_in,
             "bytes_out": prim.bytes_out,
         })
+    _flush_pending()
     updates = [{"name": name, "device": r["device"], "calls": r["calls"],
                 "update_ms": r["seconds"] * 1e3, "bytes": r["bytes"]} for name, r in _updates.items()]
     return PlacementReport(rows, updates)
@@ -128,6 +130,13 @@ def record_updates(rows):
     """``record_update`` for the parameters of one fused optimizer call in one call: ``rows``
     holds ``(name, device, seconds, nbytes)`` tuples whose names (non-empty strings) and
     byte counts (arrays' ``nbytes``) the optimizer made, so only the device is looked at."""
+    if _pending:        # calls counted before these come first, as they happened
+        _flush_pending()
+    _add_rows(rows)
+
+
+def _add_rows(rows, calls=1):
+    """The rows of ``calls`` calls, their seconds and bytes summed already."""
     last_device = last_name = None      # the rows of one call share a device, mostly
     for name, device, spent, count in rows:
         if device is not last_device or last_name is None:
@@ -139,9 +148,47 @@ def record_updates(rows):
         if row is None:
             row = _updates[name] = {"device": device_name, "calls": 0, "seconds": 0.0, "bytes": 0}
         row["device"] = device_name
-        row["calls"] += 1
+        row["calls"] += calls
         row["seconds"] += spent
         row["bytes"] += count
+
+
+class UpdateCounts:
+    """The placement rows of one fused optimizer call that repeats with the same parameters
+    (``nn/optim/fused.py`` keeps one per batch of its plan), counted per call and added to
+    the report only when it is read: a step pays two additions, not a row per parameter.
+
+    ``names``, ``devices`` and ``nbytes`` give each row's name, device and gradient bytes
+    (the same every call: a gradient has its parameter's shape and dtype). Each row gets the
+    calls' time shared by gradient bytes, as ``record_updates`` rows are. Rows recorded at
+    once (``record_updates``), the report and ``reset_placement_stats`` first settle what is
+    counted here, so the report's order and last devices are those of the calls."""
+
+    __slots__ = ("names", "devices", "nbytes", "calls", "seconds")
+
+    def __init__(self, names, devices, nbytes):
+        self.names, self.devices, self.nbytes = tuple(names), tuple(devices), tuple(nbytes)
+        self.calls, self.seconds = 0, 0.0
+
+    def count(self, seconds):
+        """One more call that took ``seconds``."""
+        if not self.calls:
+            _pending.append(self)
+        self.calls += 1
+        self.seconds += seconds
+
+    def _settle(self):
+        calls, seconds, total = self.calls, self.seconds, sum(self.nbytes) or 1
+        self.calls, self.seconds = 0, 0.0
+        _add_rows([(name, device, seconds * n / total, n * calls)
+                   for name, device, n in zip(self.names, self.devices, self.nbytes)], calls)
+
+
+def _flush_pending():
+    counts = list(_pending)
+    _pending.clear()
+    for c in counts:
+        c._settle()
 
 
 def gradient_nbytes(grad):
@@ -173,4 +220,7 @@ def reset_placement_stats():
         prim.calls = 0
         prim.forward_time = prim.backward_time = 0.0
         prim.bytes_in = prim.bytes_out = 0
+    for counts in _pending:
+        counts.calls, counts.seconds = 0, 0.0
+    _pending.clear()
     _updates.clear()

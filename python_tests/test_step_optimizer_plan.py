@@ -121,3 +121,56 @@ def test_the_plan_does_not_keep_a_dropped_array_alive():
     a[0].data = a[0].data.copy()
     gc.collect()
     assert old() is None
+
+
+# ---- the placement report's rows, counted per plan batch and settled when read
+def _rows():
+    return [(r["name"], r["calls"], r["bytes"]) for r in ms.placement_report().updates]
+
+
+@needs_fused
+def test_a_fused_step_adds_no_report_rows_until_the_report_is_read():
+    from minitorch_dist import placement
+    a, opt_a, _, _ = _pair()
+    ms.reset_placement_stats()
+    for seed in (1, 2, 3):
+        opt_a(_grads(a, seed))
+    assert placement._updates == {}         # counted on the plan, not per parameter
+    assert _rows() == [("SGD.p0", 3, 3 * 48), ("SGD.p1", 3, 3 * 12), ("SGD.p2", 3, 3 * 40)]
+    opt_a(_grads(a, 4))
+    assert _rows() == [("SGD.p0", 4, 4 * 48), ("SGD.p1", 4, 4 * 12), ("SGD.p2", 4, 4 * 40)]
+
+
+@needs_fused
+def test_rows_recorded_at_once_come_after_the_fused_calls_before_them():
+    from minitorch_dist.placement import record_update
+    a, opt_a, _, _ = _pair()
+    ms.reset_placement_stats()
+    opt_a(_grads(a, 1))
+    record_update("Other.x", "CPU", 0.0, 8)
+    record_update("SGD.p1", "CPU", 0.0, 12)        # the same name adds up with the fused calls
+    opt_a(_grads(a, 2))
+    assert _rows() == [("SGD.p0", 2, 96), ("SGD.p1", 3, 36), ("SGD.p2", 2, 80), ("Other.x", 1, 8)]
+
+
+@needs_fused
+def test_reset_forgets_the_calls_counted_on_a_plan():
+    a, opt_a, _, _ = _pair()
+    opt_a(_grads(a, 1))
+    ms.reset_placement_stats()
+    assert _rows() == []
+    opt_a(_grads(a, 2))
+    assert _rows() == [("SGD.p0", 1, 48), ("SGD.p1", 1, 12), ("SGD.p2", 1, 40)]
+
+
+@needs_fused
+def test_a_renamed_parameter_makes_a_new_plan_and_reports_under_its_new_name():
+    a, opt_a, b, opt_b = _pair()
+    ms.reset_placement_stats()
+    _step_both(a, opt_a, b, opt_b, 1)
+    plan = fused._plans[opt_a]
+    a[1].name = "renamed"
+    _step_both(a, opt_a, b, opt_b, 2)
+    assert fused._plans[opt_a] is not plan
+    rows = [r for r in _rows() if r[0].startswith("SGD.")]     # the twin's are _PerParameter's
+    assert rows == [("SGD.p0", 2, 96), ("SGD.p1", 1, 12), ("SGD.p2", 2, 80), ("SGD.renamed", 1, 12)]

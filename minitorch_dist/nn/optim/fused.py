@@ -22,7 +22,7 @@ import numpy as np
 
 from ... import kernels
 from ...kernels import native
-from ...placement import record_updates
+from ...placement import UpdateCounts, record_updates
 from ...tensor import Tensor
 
 __all__ = ["apply_fused", "native_kernels"]
@@ -68,7 +68,8 @@ def apply_fused(opt, gradients, rates, step):
     if plan is None or not plan.holds(opt):
         plan = _plans[opt] = _Plan(opt)
     done = set()
-    for (group, dtype), (indices, tensors, state_tensors, devices) in plan.batches.items():
+    for key, (indices, tensors, state_tensors, devices) in plan.batches.items():
+        group, dtype = key
         params = []         # the plan checked these very arrays (loops: no frame apiece)
         for t in tensors:
             params.append(t.data)
@@ -83,7 +84,9 @@ def apply_fused(opt, gradients, rates, step):
                 break
             grads.append(g)
         else:
-            _run(opt, indices, params, grads, states, rates[group], group, step)
+            start = perf_counter()
+            opt._fused_update(params, grads, states, rates[group], opt._group_wds[group], step)
+            plan.counts[key].count(perf_counter() - start)
             done.update(indices)
             continue
         kept = _qualifying(gradients, indices, devices, dtype)   # None or an odd gradient
@@ -109,6 +112,7 @@ def _qualifying(gradients, indices, devices, dtype):
 
 
 def _run(opt, indices, params, grads, states, lr, group, step):
+    """The update of some members of a batch only (the others' gradients are odd ones)."""
     start = perf_counter()
     opt._fused_update(params, grads, states, lr, opt._group_wds[group], step)
     _record(opt, indices, grads, perf_counter() - start)
@@ -119,20 +123,26 @@ class _Plan:
     (C-contiguous float32/float64 host arrays, updated where they live, with every state
     array alike), batched by (group, dtype). It holds while the optimizer's parameter tuple,
     target and state columns are the same objects, and so is every parameter's and state's
-    array and device (``set_data``, a moved state or a new state column makes a new plan).
+    array and device, and every parameter's name (``set_data``, a moved state, a new state
+    column or a renamed parameter makes a new plan). Each batch counts its calls for the
+    placement report (``counts``: one row per parameter, named as when the plan was made).
     It refers to the arrays weakly: an array a parameter dropped is not kept alive here."""
 
     def __init__(self, opt):
         self.parameters, self.target = opt.parameters, opt._target_device
         self.columns = list(opt._slots.values())
-        self.watched = []       # (tensor, weak ref to its array, its device): all it read
+        self.watched = []       # (tensor, weak ref to its array, its device, its name or None)
         self.batches = {}       # (group, dtype) -> (indices, params, state columns, devices)
         for i, param in enumerate(self.parameters):
             self._add(i, param, opt._group_of[i])
+        owner = type(opt).__name__
+        self.counts = {key: UpdateCounts([f"{owner}.{p.name}" for p in params], devices,
+                                         [p.data.nbytes for p in params])
+                       for key, (_, params, _, devices) in self.batches.items()}
 
     def _add(self, i, param, group):
         device, data = param.device, param.data
-        self.watched.append((param, _weak(data), device))
+        self.watched.append((param, _weak(data), device, param.name))
         target, dtype = self.target, data.dtype
         if type(data) is not _ndarray or not device.is_host or \
                 (target is not None and target is not device) or dtype not in _DTYPES or \
@@ -142,7 +152,7 @@ class _Plan:
         for column in self.columns:
             state = column[i]
             s = state.data
-            self.watched.append((state, _weak(s), state.device))
+            self.watched.append((state, _weak(s), state.device, None))
             if state.device is not device or type(s) is not _ndarray or s.dtype != dtype or \
                     s.shape != data.shape or not s.flags.c_contiguous:
                 return      # a state elsewhere or sliced: the per-parameter path moves it
@@ -163,8 +173,9 @@ class _Plan:
         if len(columns) != len(self.columns) or \
                 any(a is not b for a, b in zip(columns, self.columns)):
             return False
-        for tensor, array, device in self.watched:
-            if tensor.data is not array() or tensor.device is not device:
+        for tensor, array, device, name in self.watched:
+            if tensor.data is not array() or tensor.device is not device or \
+                    (name is not None and tensor.name != name):
                 return False
         return True
 
