@@ -199,7 +199,13 @@ void deliver(const Helpers& h, PyObject* tensor, PyObject* grad, PyObject* pendi
         } else {
             if (!PyList_Check(entry) || PyList_GET_SIZE(entry) != 2)
                 throw py::type_error("run_backward: a leaves entry must be [tensor, gradient]");
-            Ref sum = accumulate(h, PyList_GET_ITEM(entry, 1), grad);
+            // owned while _accumulate (Python) runs: nothing it does may free them under us
+            Py_INCREF(entry);
+            Ref held_entry(entry);
+            PyObject* before = PyList_GET_ITEM(entry, 1);
+            Py_INCREF(before);
+            Ref held_before(before);
+            Ref sum = accumulate(h, before, grad);
             if (PyList_SetItem(entry, 1, sum.release()) < 0) raise_pending();
         }
         if (producer.get() == Py_None) return;
@@ -212,6 +218,8 @@ void deliver(const Helpers& h, PyObject* tensor, PyObject* grad, PyObject* pendi
         if (PyDict_SetItem(pending, key.get(), grad) < 0) raise_pending();
         return;
     }
+    Py_INCREF(total);       // owned while _accumulate (Python) runs, as above
+    Ref held_total(total);
     Ref sum = accumulate(h, total, grad);
     if (PyDict_SetItem(pending, key.get(), sum.get()) < 0) raise_pending();
 }
