@@ -35,6 +35,7 @@ def _model_parts():
     from minitorch_dist import nn
     from minitorch_dist.parallel import DistOpt
     from mnist_cnn import CNN
+    ms.set_context(device_target="CPU")     # CPU ranks, even where a GPU is the default
     return ms, nn, DistOpt, CNN
 
 

@@ -1,7 +1,9 @@
 """Shared pytest fixtures for the minitorch_dist test suite.
 
 * every test starts and ends with ``device_target="CPU"`` (a test that switches the default
-  device cannot leak it into the next one);
+  device cannot leak it into the next one); ``MINITORCH_DIST_TEST_DEVICE=GPU`` starts every
+  test not marked ``host_default`` on the GPU instead, to run the whole suite with the GPU as
+  the default device;
 * ``virtual_gpu`` turns on the emulated GPU (``MINITORCH_DIST_VIRTUAL_GPU=1``) for one test
   and zeroes the transfer and placement counters, so byte counts can be asserted exactly;
 * ``no_gpu`` makes sure neither a real nor a virtual GPU is visible;
@@ -63,10 +65,26 @@ def _release_communication():
         communication.release()
 
 
+# The device new tensors start on in each test: "CPU", or "GPU" to run the suite with the
+# GPU as the default device (a real one, or MINITORCH_DIST_VIRTUAL_GPU=1's).
+TEST_DEVICE = os.environ.get("MINITORCH_DIST_TEST_DEVICE", "CPU")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "host_default: the test is about the CPU as the default device (host "
+        "kernels, host naming and byte counts), so it starts there whatever "
+        "MINITORCH_DIST_TEST_DEVICE says")
+    if TEST_DEVICE not in ("CPU", "GPU"):
+        raise pytest.UsageError(f"MINITORCH_DIST_TEST_DEVICE must be CPU or GPU, got {TEST_DEVICE!r}")
+
+
 @pytest.fixture(autouse=True)
-def _reset_device_target():
-    """Every test starts, and leaves the process, with new tensors created on the CPU."""
-    ms.set_context(device_target="CPU")
+def _reset_device_target(request):
+    """Every test starts with new tensors created on ``TEST_DEVICE`` (the CPU for a test
+    marked ``host_default``), and leaves the process with them created on the CPU."""
+    host = TEST_DEVICE == "CPU" or request.node.get_closest_marker("host_default") is not None
+    ms.set_context(device_target="CPU" if host else TEST_DEVICE)
     yield
     ms.set_context(device_target="CPU")
 

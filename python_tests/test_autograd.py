@@ -287,6 +287,7 @@ def test_no_grad_as_decorator_and_after_an_exception():
     assert ms.is_grad_enabled()
 
 
+@pytest.mark.host_default
 def test_to_under_no_grad_is_not_recorded(virtual_gpu):
     x = leaf([1.0])
     with ms.no_grad():

@@ -198,6 +198,7 @@ class _DeviceOnly(Communicator):
         self.bootstrap.barrier()
 
 
+@pytest.mark.host_default
 def test_host_arrays_take_the_bootstrap_communicator(virtual_gpu):
     def body(comm):
         device_comm = _DeviceOnly(comm)
@@ -236,6 +237,7 @@ def test_device_tensors_stay_on_the_device(virtual_gpu):
 
 
 # ---- the placement report and group names -------------------------------------------------------
+@pytest.mark.host_default
 def test_instances_appear_in_the_placement_report():
     comm = LocalCommunicator.create(1)[0]
 

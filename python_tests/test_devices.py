@@ -9,6 +9,7 @@ from minitorch_dist.ops import Primitive
 
 
 # ---- resolving targets ------------------------------------------------------------------
+@pytest.mark.host_default
 @pytest.mark.parametrize("spec", ["CPU", "cpu", "Cpu", "HOST", None])
 def test_cpu_spellings_resolve_to_one_device(spec):
     dev = ms.get_device(spec)
@@ -41,6 +42,7 @@ def test_device_spec_type_and_index_errors():
         ms.get_device("GPU:first")
 
 
+@pytest.mark.host_default
 def test_gpu_without_cupy_or_virtual_gpu_is_a_clear_error(no_gpu):
     expected = r"no GPU is available.*CuPy.*MINITORCH_DIST_VIRTUAL_GPU=1"
     with pytest.raises(ValueError, match=expected):
@@ -108,6 +110,7 @@ def test_context_device_target_sets_where_tensors_are_created(virtual_gpu):
     assert Tensor([1.0]).device.is_host
 
 
+@pytest.mark.host_default
 def test_tensor_from_a_gpu_tensor_counts_the_copy(virtual_gpu):
     """Regression: Tensor(gpu_tensor) used to copy to the host without counting it."""
     g = Tensor(np.ones(4, np.float32), device="GPU")
@@ -123,6 +126,7 @@ def test_tensor_from_a_gpu_tensor_counts_the_copy(virtual_gpu):
 
 
 # ---- Tensor.to ------------------------------------------------------------------------
+@pytest.mark.host_default
 def test_to_is_differentiable_and_counted(virtual_gpu):
     x = Tensor(np.array([1.0, 2.0, 3.0], np.float32), requires_grad=True)
     y = x.to("GPU")
@@ -158,6 +162,7 @@ class TakeRows(Primitive):
         return RowTensor(Tensor._make(ctx.indices, ctx.device), Tensor._make(g, ctx.device), ctx.shape), None
 
 
+@pytest.mark.host_default
 def test_sparse_gradient_crosses_devices_as_rows(virtual_gpu):
     """Regression: a RowTensor gradient going back across a device copy used to crash."""
     table = Tensor(np.arange(40.0, dtype=np.float32).reshape(10, 4), requires_grad=True)

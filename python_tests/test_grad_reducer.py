@@ -194,6 +194,7 @@ def test_without_init_the_reducer_says_to_call_init():
         DistributedGradReducer([p])
 
 
+@pytest.mark.host_default
 def test_host_gradients_use_the_host_communicator_under_nccl():
     """With NCCL as the world (a real GPU), host-resident gradients of a heterogeneous model
     must travel over the host communicator that bootstrapped it: NCCL moves device arrays only.

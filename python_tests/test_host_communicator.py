@@ -5,6 +5,7 @@ collectives, the pipeline's Send/Recv channel and result broadcast, and SINGA's 
 import types
 
 import numpy as np
+import pytest
 
 import minitorch_dist as ms
 from minitorch_dist.backend.device import Device
@@ -71,6 +72,7 @@ def test_the_pipeline_channel_and_singa_use_the_host_communicator():
     assert SingaDistOpt._host_comm(singa_like) is host
 
 
+@pytest.mark.host_default
 def test_pipeline_results_on_the_host_are_broadcast_over_the_host_communicator():
     class _Topology:
         stages = 2

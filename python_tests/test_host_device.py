@@ -358,6 +358,7 @@ def test_example_table_too_big_for_the_device_trains_on_the_host():
     assert f"host->device {rows + labels} bytes" in out and f"device->host {rows} bytes" in out
 
 
+@pytest.mark.host_default
 def test_optimizer_updates_appear_in_the_report_with_their_device():
     import numpy as np
     import minitorch_dist as ms

@@ -246,6 +246,7 @@ def test_one_hot_bad_inputs():
 
 
 # ---- index arrays on another device ----------------------------------------------------
+@pytest.mark.host_default
 def test_index_tensors_follow_the_data_to_its_device(virtual_gpu):
     a = rand(3, 4)
     x = ms.Tensor(a, device="GPU", requires_grad=True)

@@ -342,6 +342,7 @@ def test_default_target_updates_device_parameters_in_place_without_copies(virtua
     assert_all_close([p.asnumpy() for p in params], expected, rtol=0, atol=0)
 
 
+@pytest.mark.host_default
 def test_target_validation():
     opt = nn.SGD(make_params(initial_values()), 0.1)
     assert opt.target == "CPU"

@@ -360,6 +360,7 @@ def test_bad_settings_are_clear_errors(build, error, match):
         build(one_param())
 
 
+@pytest.mark.host_default
 @pytest.mark.parametrize("case", ["lazy_adam", "ftrl", "proximal_adagrad"])
 def test_bad_target_is_a_clear_error(case):
     opt = CASES[case][0](one_param())
@@ -370,6 +371,7 @@ def test_bad_target_is_a_clear_error(case):
     assert opt.target == "CPU"
 
 
+@pytest.mark.host_default
 def test_gpu_target_without_a_gpu_is_a_clear_error(no_gpu):
     opt = nn.FTRL(one_param())
     with pytest.raises(Exception, match="no GPU is available"):

@@ -40,6 +40,7 @@ def test_set_device_records_and_returns_self():
     assert mm.add_prim_attr("primitive_target", "GPU") is mm and mm.primitive_target == "GPU"
 
 
+@pytest.mark.host_default
 def test_mixed_graph_matches_cpu_and_counts_exact_bytes(virtual_gpu):
     arrays = _data()
     mm, add, relu = ops.MatMul().set_device("CPU"), ops.Add().set_device("GPU"), ops.ReLU()
@@ -99,6 +100,7 @@ def test_gpu_default_with_host_layer_copies_only_needed_gradients(virtual_gpu):
     np.testing.assert_allclose(b.grad.asnumpy(), (h > 0).sum(axis=0), rtol=1e-6)
 
 
+@pytest.mark.host_default
 def test_dispatch_without_target_follows_inputs(virtual_gpu):
     add = ops.Add()
     g1, g2 = Tensor([1.0], device="GPU"), Tensor([2.0], device="GPU")
@@ -112,6 +114,7 @@ def test_dispatch_without_target_follows_inputs(virtual_gpu):
     assert ops.Add()(1.0, 2.0).device is virtual_gpu   # no tensor at all: the default device
 
 
+@pytest.mark.host_default
 def test_tensor_to_row_in_report(virtual_gpu):
     x = Tensor(np.ones(10, np.float32), requires_grad=True)
     y = x.to("GPU")
@@ -140,6 +143,7 @@ def test_report_prints_a_table_and_totals(virtual_gpu):
     assert totals["CPU"] >= 3 and totals["GPU:0"] >= 3
 
 
+@pytest.mark.host_default
 def test_each_primitive_instance_has_its_own_row(virtual_gpu):
     a, b = ops.Add(), ops.Add().set_device("GPU")
     a(Tensor([1.0]), 1.0)
@@ -170,6 +174,7 @@ def test_backward_time_is_recorded():
     assert row["backward_ms"] > 0.0 and row["forward_ms"] > 0.0
 
 
+@pytest.mark.host_default
 def test_placement_inside_value_and_grad(virtual_gpu):
     w = Tensor(np.full((3, 2), 0.5, np.float32), requires_grad=True)
     mm = ops.MatMul().set_device("GPU")

@@ -48,6 +48,7 @@ def _gradients(network, x, y):
     return loss.asnumpy(), [g.asnumpy() for g in grads]
 
 
+@pytest.mark.host_default
 @pytest.mark.parametrize("drop", [False, True])
 def test_gradients_are_bit_identical_with_and_without_recompute(drop):
     x = RNG.standard_normal((16, 32)).astype(np.float32)

@@ -69,6 +69,7 @@ def test_one_pass_error_still_names_the_primitive():
         add(ms.Tensor(np.ones((2, 3), np.float32)), ms.Tensor(np.ones(4, np.float32)))
 
 
+@pytest.mark.host_default
 @needs_fused
 def test_fused_update_rows_match_the_per_parameter_record():
     rng = np.random.default_rng(0)

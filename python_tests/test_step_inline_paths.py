@@ -150,6 +150,7 @@ def test_outputs_other_than_one_array_are_made_arrays():
     assert type(first.data) is np.ndarray and second.shape == (3,)
 
 
+@pytest.mark.host_default
 def test_inputs_on_several_devices_or_constants_take_the_general_path():
     cpu = get_device("CPU")
     x = ms.Tensor(np.ones(2, np.float32))

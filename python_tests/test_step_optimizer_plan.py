@@ -12,6 +12,7 @@ from minitorch_dist import nn
 from minitorch_dist.nn.optim import fused
 
 needs_fused = pytest.mark.skipif(fused.native_kernels() is None, reason="C++ kernels not built")
+pytestmark = pytest.mark.host_default        # the plan fuses host arrays
 
 
 class _PerParameter(nn.SGD):

@@ -63,6 +63,7 @@ def test_backward_resolves_each_node_inputs_once(monkeypatch):
     assert len(reads) == 9 and len(set(reads)) == 9, len(reads)
 
 
+@pytest.mark.host_default
 def test_placing_inputs_already_in_place_makes_no_list():
     add = ops.Add()
     inputs = (ms.Tensor([1.0]), ms.Tensor([2.0]))

@@ -99,6 +99,7 @@ def test_asnumpy_returns_a_copy():
     np.testing.assert_array_equal(np.asarray(t), [[1.0, 2.0], [3.0, 4.0]])
 
 
+@pytest.mark.host_default
 def test_properties():
     t = Tensor(np.zeros((2, 3, 4), np.float64))
     assert t.shape == (2, 3, 4) and t.ndim == 3 and t.size == 24 and t.nbytes == 192
@@ -139,6 +140,7 @@ def test_bool_of_tensors():
         bool(Tensor([1.0, 2.0]))
 
 
+@pytest.mark.host_default
 def test_to_same_device_is_identity():
     t = Tensor([1.0])
     assert t.to("CPU") is t
@@ -296,6 +298,7 @@ def test_hash_is_identity_so_tensors_can_be_dict_keys():
     assert a in {a} and b not in {a}
 
 
+@pytest.mark.host_default
 def test_repr():
     text = repr(Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True))
     assert text.startswith("Tensor([[1., 2.],")

@@ -21,6 +21,7 @@ def _bits(opt):
         [s.asnumpy().copy() for slots in opt._slots.values() for s in slots]
 
 
+@pytest.mark.host_default
 @needs_kernels
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_singas_momentum_rule_is_fused_with_the_same_bits(dtype, monkeypatch):
