@@ -21,6 +21,21 @@ every round; the figure is the median over rounds of (our time / PyTorch's time)
 
     python benchmarks/bench_conv.py --threads 1
     python benchmarks/bench_conv.py --threads 2 --models stack alexnet resnet18
+
+``mlp`` (not in the default list) is seed 000's MLP as ``nn.Dense`` layers (784-512-512-10,
+batch 64, SGD), for the GPU comparison.
+
+On a GPU (issue 29, item 5): ``--device GPU`` builds our networks with the GPU as the default
+device (CuPy: cuBLAS and cuDNN where CuPy offers them) and moves PyTorch's twins to CUDA.
+Every timed block ends with both devices synchronized. Target: ResNet-18 at batch 128 <= 1.5
+times PyTorch eager.
+
+    python benchmarks/bench_conv.py --device GPU --batch 128 --models resnet18
+    python benchmarks/bench_conv.py --device GPU --models stack seed004 mlp
+
+It needs a CUDA GPU that both CuPy and PyTorch see. ``--dry-run`` runs the same code path on
+the virtual GPU (``MINITORCH_DIST_VIRTUAL_GPU=1``) with PyTorch on the CPU: a check of the
+script, whose ratios measure nothing about a GPU.
 """
 import argparse
 import statistics
@@ -34,6 +49,7 @@ from minitorch_dist import nn, ops
 # issue 29 (one thread, quiet machine): stack 0.9, ResNet-18 1.0, seed 004 0.8; AlexNet keeps
 # the earlier issue's 1.2
 TARGETS = {"stack": 0.9, "alexnet": 1.2, "resnet18": 1.0, "seed004": 0.8}
+GPU_TARGETS = {"resnet18": 1.5}     # issue 29 item 5: batch 128, against PyTorch eager on CUDA
 
 
 # ------------------------------------------------------------------------------- our models
@@ -63,6 +79,12 @@ class Stack(nn.Cell):
 
     def construct(self, x):
         return self.fc(self.mean(self.body(x), (2, 3)))
+
+
+def mlp():
+    """Seed 000's MLP (784-512-512-10) as ``nn.Dense`` layers."""
+    return nn.SequentialCell([nn.Flatten(), nn.Dense(784, 512), nn.ReLU(), nn.Dense(512, 512),
+                              nn.ReLU(), nn.Dense(512, 10)])
 
 
 class BasicBlock(nn.Cell):
@@ -298,22 +320,32 @@ MODELS = {  # name: (cell class, input shape without batch, batch, classes, mome
     "stack": (Stack, (3, 32, 32), 32, 10, 0.0, 5),
     "alexnet": (AlexNet, (3, 224, 224), 16, 1000, 0.9, 1),
     "resnet18": (ResNet18, (3, 32, 32), 16, 10, 0.9, 1),
+    "mlp": (mlp, (1, 28, 28), 64, 10, 0.0, 20),
     "seed004": (seed004_net, (3, 32, 32), 32, 10, 0.9, 5),
 }
 
 
-def compare(torch, name, rounds):
-    """Median over rounds of our step time / PyTorch's, with all the round ratios."""
-    cls, shape, batch, classes, momentum, steps = MODELS[name]
+def compare(torch, name, rounds, device="CPU", batch=None):
+    """Median over rounds of our step time / PyTorch's, with all the round ratios. On
+    ``device="GPU"`` our network starts there and PyTorch's twin runs on CUDA where it can
+    (on the CPU for a dry run on the virtual GPU); every timed block ends synchronized."""
+    cls, shape, default_batch, classes, momentum, steps = MODELS[name]
+    batch = batch or default_batch
+    ms.set_context(device_target=device)
     ms.set_seed(0)
     net = cls()
     twin = seed004_twin(torch, net) if name == "seed004" else torch_twin(torch, net)
-    twin.train()
+    where = "cuda" if device == "GPU" and torch.cuda.is_available() else "cpu"
+    twin.to(where).train()
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal((batch,) + shape).astype(np.float32) for _ in range(4)]
     ys = [rng.integers(0, classes, batch) for _ in range(4)]
     ours = [(ms.Tensor(x), ms.Tensor(y.astype(np.int32))) for x, y in zip(xs, ys)]
-    theirs = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in zip(xs, ys)]
+    theirs = [(torch.from_numpy(x).to(where), torch.from_numpy(y).to(where))
+              for x, y in zip(xs, ys)]
+    ours_done, theirs_done = _synchronizer(ms.get_device(device)), \
+        (torch.cuda.synchronize if where == "cuda" else (lambda: None))
+    done = {"ours": ours_done, "torch": theirs_done}
     contenders = {"ours": (our_step(net, momentum), ours),
                   "torch": (torch_step(torch, twin, momentum), theirs)}
     losses = {k: float(np.asarray(fn(*b[0]).asnumpy() if k == "ours" else fn(*b[0]).item()))
@@ -328,10 +360,35 @@ def compare(torch, name, rounds):
             start = time.perf_counter()
             for i in range(steps):
                 fn(*batches[(counter + i) % len(batches)])
+            done[k]()
             times[k] = time.perf_counter() - start
         counter += steps
         ratios.append(times["ours"] / times["torch"])
     return statistics.median(ratios), ratios, losses
+
+
+def _synchronizer(device):
+    """A call that waits for everything queued on ``device`` (nothing to wait for on the host
+    or the virtual GPU, whose arrays are host arrays)."""
+    if device.is_host or device.virtual:
+        return lambda: None
+    return device.xp.cuda.Device().synchronize
+
+
+def _check_gpu(torch, dry_run):
+    """None when a GPU comparison can run as asked, else what stops it."""
+    try:
+        gpu = ms.get_device("GPU")
+    except ValueError as err:
+        return str(err)
+    if dry_run:
+        return None if gpu.virtual else "--dry-run is for the virtual GPU; a real GPU is here: drop it"
+    if gpu.virtual or not torch.cuda.is_available():
+        return ("--device GPU needs a CUDA GPU that both CuPy and PyTorch see (ours: "
+                f"{gpu}{', virtual' if gpu.virtual else ''}; PyTorch CUDA available: "
+                f"{torch.cuda.is_available()}); --dry-run checks the script on the virtual GPU "
+                "(MINITORCH_DIST_VIRTUAL_GPU=1) with PyTorch on the CPU")
+    return None
 
 
 def main(argv=None):
@@ -342,20 +399,43 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--models", nargs="+", choices=sorted(MODELS),
                         default=["stack", "alexnet", "resnet18", "seed004"])
+    parser.add_argument("--device", choices=["CPU", "GPU"], default="CPU",
+                        help="where both frameworks train (GPU: CuPy and PyTorch CUDA)")
+    parser.add_argument("--batch", type=int, default=None,
+                        help="batch size for every model (default: each model's own)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="with --device GPU: the virtual GPU and PyTorch on the CPU, to check "
+                             "the script (its ratios measure no GPU)")
     args = parser.parse_args(argv)
+    if args.dry_run and args.device != "GPU":
+        parser.error("--dry-run goes with --device GPU")
+    if args.batch is not None and args.batch < 1:
+        parser.error(f"--batch must be at least 1, got {args.batch}")
     import torch
+    if args.device == "GPU":
+        problem = _check_gpu(torch, args.dry_run)
+        if problem:
+            parser.exit(2, f"bench_conv.py: {problem}\n")
     torch.set_num_threads(args.threads)
     ms.set_context(num_threads=args.threads)
     print(f"threads {args.threads} (torch {torch.get_num_threads()}), numpy {np.__version__}, "
-          f"torch {torch.__version__}")
+          f"torch {torch.__version__}, device {args.device}"
+          + (" (DRY RUN: virtual GPU, PyTorch on the CPU; not a GPU measurement)"
+             if args.dry_run else ""))
+    targets = GPU_TARGETS if args.device == "GPU" else TARGETS
     rows = []
-    for name in args.models:
-        med, ratios, losses = compare(torch, name, args.rounds)
-        target = TARGETS[name]
-        print(f"{name:9s} ours / pytorch = {med:5.2f}  [{min(ratios):.2f}, {max(ratios):.2f}]  "
-              f"target <= {target}  {'pass' if med <= target else 'MISS'}   "
-              f"(first loss {losses['ours']:.4f} vs {losses['torch']:.4f})", flush=True)
-        rows.append((name, med, ratios))
+    try:
+        for name in args.models:
+            med, ratios, losses = compare(torch, name, args.rounds, args.device, args.batch)
+            target = None if args.dry_run else targets.get(name)
+            verdict = "no target" if target is None else \
+                f"target <= {target}  {'pass' if med <= target else 'MISS'}"
+            print(f"{name:9s} ours / pytorch = {med:5.2f}  [{min(ratios):.2f}, {max(ratios):.2f}]  "
+                  f"{verdict}   (first loss {losses['ours']:.4f} vs {losses['torch']:.4f})",
+                  flush=True)
+            rows.append((name, med, ratios))
+    finally:
+        ms.set_context(device_target="CPU")
     return rows
 
 

@@ -1,7 +1,8 @@
 """``benchmarks/bench_conv.py`` runs: its seed-004 twin imported a helper that had moved
 (``ops.conv._same_pads``, now ``ops.conv_geometry.same_pads``), so the benchmark stopped
 with an ImportError and nothing noticed. One round of the seed-004 model, both frameworks,
-the same first loss."""
+the same first loss; the GPU comparison's code path as a dry run on the virtual GPU, and its
+refusal where no CUDA GPU is."""
 import re
 import subprocess
 import sys
@@ -22,3 +23,31 @@ def test_the_seed004_comparison_runs_and_both_start_from_the_same_loss():
                       done.stdout)
     assert found, done.stdout
     assert float(found.group(1)) > 0 and found.group(2) == found.group(3)
+
+
+def _bench(*args):
+    """bench_conv.py with the virtual GPU on (so "GPU" exists, but no CUDA device does)."""
+    env = child_env({"MINITORCH_DIST_VIRTUAL_GPU": "1"})
+    return subprocess.run([sys.executable, "benchmarks/bench_conv.py", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_gpu_comparison_runs_its_code_path_as_a_dry_run_on_the_virtual_gpu():
+    done = _bench("--device", "GPU", "--dry-run", "--models", "stack", "mlp", "--rounds", "1",
+                  "--batch", "4")
+    assert done.returncode == 0, done.stderr
+    assert "DRY RUN" in done.stdout and "target" not in done.stdout.replace("no target", "")
+    for name in ("stack", "mlp"):
+        found = re.search(rf"{name}\s+ours / pytorch =\s+([\d.]+).*first loss ([\d.]+) vs ([\d.]+)",
+                          done.stdout)
+        assert found, done.stdout
+        assert found.group(2) == found.group(3)
+
+
+def test_a_gpu_comparison_without_a_cuda_gpu_is_refused_saying_what_it_needs():
+    done = _bench("--device", "GPU", "--models", "mlp")
+    assert done.returncode == 2
+    assert "needs a CUDA GPU that both CuPy and PyTorch see" in done.stderr
+    assert "--dry-run" in done.stderr
+    done = _bench("--dry-run", "--models", "mlp")
+    assert done.returncode == 2 and "--dry-run goes with --device GPU" in done.stderr
