@@ -22,8 +22,9 @@ every round; the figure is the median over rounds of (our time / PyTorch's time)
     python benchmarks/bench_conv.py --threads 1
     python benchmarks/bench_conv.py --threads 2 --models stack alexnet resnet18
 
-``mlp`` (not in the default list) is seed 000's MLP as ``nn.Dense`` layers (784-512-512-10,
-batch 64, SGD), for the GPU comparison.
+Not in the default list, for the GPU comparison: ``mlp``, seed 000's MLP as ``nn.Dense``
+layers (784-512-512-10, batch 64, SGD), and ``cnn``, SINGA's MNIST CNN (batch 64, momentum
+SGD).
 
 On a GPU (issue 29, item 5): ``--device GPU`` builds our networks with the GPU as the default
 device (CuPy: cuBLAS and cuDNN where CuPy offers them) and moves PyTorch's twins to CUDA.
@@ -31,7 +32,7 @@ Every timed block ends with both devices synchronized. Target: ResNet-18 at batc
 times PyTorch eager.
 
     python benchmarks/bench_conv.py --device GPU --batch 128 --models resnet18
-    python benchmarks/bench_conv.py --device GPU --models stack seed004 mlp
+    python benchmarks/bench_conv.py --device GPU --models stack seed004 mlp cnn
 
 It needs a CUDA GPU that both CuPy and PyTorch see. ``--dry-run`` runs the same code path on
 the virtual GPU (``MINITORCH_DIST_VIRTUAL_GPU=1``) with PyTorch on the CPU: a check of the
@@ -79,6 +80,15 @@ class Stack(nn.Cell):
 
     def construct(self, x):
         return self.fc(self.mean(self.body(x), (2, 3)))
+
+
+def singa_cnn():
+    """SINGA's MNIST CNN (``examples/mnist_cnn.py``): conv 20@5x5, pool, conv 50@5x5, pool,
+    dense 500, dense 10."""
+    conv = lambda cin, cout: nn.Conv2d(cin, cout, 5, pad_mode="valid", has_bias=True)  # noqa: E731
+    return nn.SequentialCell([conv(1, 20), nn.ReLU(), nn.MaxPool2d(2, 2), conv(20, 50), nn.ReLU(),
+                              nn.MaxPool2d(2, 2), nn.Flatten(), nn.Dense(800, 500), nn.ReLU(),
+                              nn.Dense(500, 10)])
 
 
 def mlp():
@@ -168,7 +178,9 @@ def torch_twin(torch, net):
         if isinstance(cell, nn.ReLU):
             return tnn.ReLU()
         if isinstance(cell, nn.MaxPool2d):
-            return tnn.MaxPool2d(3, 2)
+            if cell.pad_mode != "valid":
+                raise TypeError(f"MaxPool2d with pad_mode={cell.pad_mode!r} has no twin here")
+            return tnn.MaxPool2d(cell.kernel_size, cell.stride)
         if isinstance(cell, nn.Flatten):
             return tnn.Flatten()
         raise TypeError(type(cell).__name__)
@@ -321,6 +333,7 @@ MODELS = {  # name: (cell class, input shape without batch, batch, classes, mome
     "alexnet": (AlexNet, (3, 224, 224), 16, 1000, 0.9, 1),
     "resnet18": (ResNet18, (3, 32, 32), 16, 10, 0.9, 1),
     "mlp": (mlp, (1, 28, 28), 64, 10, 0.0, 20),
+    "cnn": (singa_cnn, (1, 28, 28), 64, 10, 0.9, 5),
     "seed004": (seed004_net, (3, 32, 32), 32, 10, 0.9, 5),
 }
 

@@ -33,11 +33,11 @@ def _bench(*args):
 
 
 def test_the_gpu_comparison_runs_its_code_path_as_a_dry_run_on_the_virtual_gpu():
-    done = _bench("--device", "GPU", "--dry-run", "--models", "stack", "mlp", "--rounds", "1",
+    done = _bench("--device", "GPU", "--dry-run", "--models", "stack", "mlp", "cnn", "--rounds", "1",
                   "--batch", "4")
     assert done.returncode == 0, done.stderr
     assert "DRY RUN" in done.stdout and "target" not in done.stdout.replace("no target", "")
-    for name in ("stack", "mlp"):
+    for name in ("stack", "mlp", "cnn"):
         found = re.search(rf"{name}\s+ours / pytorch =\s+([\d.]+).*first loss ([\d.]+) vs ([\d.]+)",
                           done.stdout)
         assert found, done.stdout
