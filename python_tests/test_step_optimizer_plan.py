@@ -175,3 +175,14 @@ def test_a_renamed_parameter_makes_a_new_plan_and_reports_under_its_new_name():
     assert fused._plans[opt_a] is not plan
     rows = [r for r in _rows() if r[0].startswith("SGD.")]     # the twin's are _PerParameter's
     assert rows == [("SGD.p0", 2, 96), ("SGD.p1", 1, 12), ("SGD.p2", 2, 80), ("SGD.renamed", 1, 12)]
+
+
+@needs_fused
+def test_a_parameter_named_later_is_reported_under_its_name():
+    params = [nn.Parameter(ms.Tensor(np.ones((2, 2), np.float32)))]     # no name yet
+    opt = nn.SGD(params, 0.1)
+    ms.reset_placement_stats()
+    opt((ms.Tensor(np.ones((2, 2), np.float32)),))
+    params[0].name = "late"
+    opt((ms.Tensor(np.ones((2, 2), np.float32)),))
+    assert ("SGD.late", 1, 16) in _rows()

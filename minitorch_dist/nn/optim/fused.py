@@ -131,7 +131,7 @@ class _Plan:
     def __init__(self, opt):
         self.parameters, self.target = opt.parameters, opt._target_device
         self.columns = list(opt._slots.values())
-        self.watched = []       # (tensor, weak ref to its array, its device, its name or None)
+        self.watched = []       # (tensor, weak ref to its array, its device, its name)
         self.batches = {}       # (group, dtype) -> (indices, params, state columns, devices)
         for i, param in enumerate(self.parameters):
             self._add(i, param, opt._group_of[i])
@@ -152,7 +152,7 @@ class _Plan:
         for column in self.columns:
             state = column[i]
             s = state.data
-            self.watched.append((state, _weak(s), state.device, None))
+            self.watched.append((state, _weak(s), state.device, _UNNAMED))
             if state.device is not device or type(s) is not _ndarray or s.dtype != dtype or \
                     s.shape != data.shape or not s.flags.c_contiguous:
                 return      # a state elsewhere or sliced: the per-parameter path moves it
@@ -175,9 +175,12 @@ class _Plan:
             return False
         for tensor, array, device, name in self.watched:
             if tensor.data is not array() or tensor.device is not device or \
-                    (name is not None and tensor.name != name):
+                    (name is not _UNNAMED and tensor.name != name):
                 return False
         return True
+
+
+_UNNAMED = object()     # a state's entry in _Plan.watched: its name is not reported
 
 
 def _weak(array):
