@@ -3,6 +3,7 @@
 with an ImportError and nothing noticed. One round of the seed-004 model, both frameworks,
 the same first loss; the GPU comparison's code path as a dry run on the virtual GPU, and its
 refusal where no CUDA GPU is."""
+import os
 import re
 import subprocess
 import sys
@@ -51,3 +52,18 @@ def test_a_gpu_comparison_without_a_cuda_gpu_is_refused_saying_what_it_needs():
     assert "--dry-run" in done.stderr
     done = _bench("--dry-run", "--models", "mlp")
     assert done.returncode == 2 and "--dry-run goes with --device GPU" in done.stderr
+
+
+def test_the_gpu_target_is_judged_only_at_its_batch(monkeypatch, capsys):
+    monkeypatch.syspath_prepend(os.path.join(REPO, "benchmarks"))
+    import bench_conv
+    monkeypatch.setattr(bench_conv, "_check_gpu", lambda torch, dry_run: None)
+    monkeypatch.setattr(bench_conv, "compare", lambda torch, name, rounds, device, batch:
+                        (1.2 if batch == 128 else 1.7, [1.2], {"ours": 2.3, "torch": 2.3}))
+    bench_conv.main(["--device", "CPU", "--models", "resnet18"])      # the CPU target: 1.0
+    bench_conv.main(["--device", "GPU", "--models", "resnet18", "--batch", "128"])
+    bench_conv.main(["--device", "GPU", "--models", "resnet18"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("resnet18")]
+    assert "target <= 1.0  MISS" in lines[0]
+    assert "target <= 1.5  pass" in lines[1]
+    assert "the target, <= 1.5, is for --batch 128" in lines[2] and "pass" not in lines[2]
