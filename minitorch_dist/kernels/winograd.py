@@ -160,11 +160,10 @@ def forward(x_nhwc, weight, pad, out_hw, pool=None, run=_sequential):
     return out
 
 
-def weight_grad(gy_nhwc, x_nhwc, pad, weight_shape, pool=None, run=_sequential,
-                contiguous=True):
-    """dW (OC, C, 3, 3) from the channels-last output gradient and input; with
-    ``contiguous=False`` the strided view before the last copy, for a caller that copies it
-    where it wants it (a bucket slot: ``ops/conv.py``'s ``_copy_into``).
+def weight_grad(gy_nhwc, x_nhwc, pad, pool=None, run=_sequential):
+    """dW (OC, C, 3, 3) from the channels-last output gradient and input, as a strided view
+    (its memory is (3, 3, OC, C)): the caller makes the one copy into contiguous memory where
+    it wants it (a bucket slot or a new array: ``ops/conv.py``'s ``_copy_into``).
 
     The input tiles are transformed again, block by block, rather than kept from the
     forward (4x the input's memory). Each block's 16 products are kept and the blocks are
@@ -196,8 +195,7 @@ def weight_grad(gy_nhwc, x_nhwc, pad, weight_shape, pool=None, run=_sequential,
         z += part
     _release(pool, scratch)
     _release(pool, parts)
-    dw = _weight_from_tiles(z.reshape(4, 4, oc, c), oc, c)
-    return np.ascontiguousarray(dw).reshape(weight_shape) if contiguous else dw
+    return _weight_from_tiles(z.reshape(4, 4, oc, c), oc, c)
 
 
 def input_grad(gy_nhwc, weight, pad, x_hw, pool=None, run=_sequential):

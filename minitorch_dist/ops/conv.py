@@ -384,8 +384,7 @@ class Conv2D(Primitive):
         gx = gw = gb = None
         if ctx.needs_input_grad[1]:     # its last, transposing copy into the bucket slot
             slot = None if ctx.grad_slots is None else ctx.grad_slots.get(1)
-            strided = winograd.weight_grad(g_nhwc, x_nhwc, ctx.geo.top, weight.shape, pool,
-                                           _THREADED, contiguous=False)
+            strided = winograd.weight_grad(g_nhwc, x_nhwc, ctx.geo.top, pool, _THREADED)
             gw = _copy_into(ctx.xp, strided, slot, weight.shape)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             gb = g_nhwc.reshape(-1, weight.shape[0]).sum(axis=0)

@@ -84,17 +84,17 @@ def apply_fused(opt, gradients, rates, step):
                 break
             grads.append(g)
         else:
-            start = perf_counter()
-            opt._fused_update(params, grads, states, rates[group], opt._group_wds[group], step)
-            plan.counts[key].count(perf_counter() - start)
+            plan.counts[key].count(_run(opt, params, grads, states, rates[group], group, step))
             done.update(indices)
             continue
         kept = _qualifying(gradients, indices, devices, dtype)   # None or an odd gradient
         if kept:
-            _run(opt, [indices[k] for k, _ in kept], [params[k] for k, _ in kept],
-                 [g for _, g in kept], [[column[k] for k, _ in kept] for column in states],
-                 rates[group], group, step)
-            done.update(indices[k] for k, _ in kept)
+            some, grads = [indices[k] for k, _ in kept], [g for _, g in kept]
+            seconds = _run(opt, [params[k] for k, _ in kept], grads,
+                           [[column[k] for k, _ in kept] for column in states], rates[group],
+                           group, step)
+            _record(opt, some, grads, seconds)
+            done.update(some)
     return done
 
 
@@ -111,11 +111,11 @@ def _qualifying(gradients, indices, devices, dtype):
     return kept
 
 
-def _run(opt, indices, params, grads, states, lr, group, step):
-    """The update of some members of a batch only (the others' gradients are odd ones)."""
+def _run(opt, params, grads, states, lr, group, step):
+    """One fused update of ``params``; returns the seconds it took."""
     start = perf_counter()
     opt._fused_update(params, grads, states, lr, opt._group_wds[group], step)
-    _record(opt, indices, grads, perf_counter() - start)
+    return perf_counter() - start
 
 
 class _Plan:
@@ -193,7 +193,8 @@ def _weak(array):
 
 
 def _record(opt, indices, grads, seconds):
-    """One placement-report row per parameter, the call's time shared by gradient bytes."""
+    """One placement-report row per parameter of a call on some members of a batch only (the
+    others' gradients are odd ones), the call's time shared by gradient bytes."""
     nbytes = []         # loops, not comprehensions: no frame of their own
     for g in grads:
         nbytes.append(g.nbytes)
